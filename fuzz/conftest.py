@@ -1,0 +1,75 @@
+"""pytest wiring: profiles, --gdn-target overrides, target parametrization and the run summary."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fuzz.profiles import budget_for, register_profiles
+from fuzz.session import FuzzSession
+
+register_profiles()
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("gdn-fuzz")
+    group.addoption("--gdn-target", action="append", default=[], metavar="FAMILY=module.path[:attr]",
+                    help="fuzz an importable module exposing a family's API (flashinfer, fla, sglang) instead of "
+                         "the installed library; it runs on the profile's device")
+    group.addoption("--gdn-require", default="", metavar="FAMILY,...",
+                    help="families that must be available: an unavailable target fails instead of skipping")
+
+
+def pytest_configure(config):
+    profile = config.getoption("hypothesis_profile", None) or "default"
+    budget = budget_for(profile)
+    if budget.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before any target imports triton
+    from fuzz.targets import set_overrides  # imported after TRITON_INTERPRET is settled
+
+    overrides = {}
+    for spec in config.getoption("gdn_target"):
+        family, sep, module = spec.partition("=")
+        if not sep or not module:
+            raise pytest.UsageError(f"--gdn-target {spec!r}: expected FAMILY=module.path")
+        overrides[family] = module
+    try:
+        set_overrides(overrides)
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from e
+    required = frozenset(f for f in config.getoption("gdn_require").split(",") if f)
+    config.stash[SESSION] = FuzzSession(profile, budget, required)
+
+
+SESSION = pytest.StashKey[FuzzSession]()
+
+
+@pytest.fixture(scope="session")
+def gdn(pytestconfig) -> FuzzSession:
+    return pytestconfig.stash[SESSION]
+
+
+def pytest_generate_tests(metafunc):
+    op = getattr(metafunc.function, "gdn_op", None)
+    if op is None or "target" not in metafunc.fixturenames:
+        return
+    from fuzz.targets import targets_for
+
+    session = metafunc.config.stash[SESSION]
+    params = []
+    for target in targets_for(op):
+        reason = session.reason_unavailable(target)
+        skip = reason and target.family.name not in session.required
+        marks = [pytest.mark.skip(reason=f"{target.name} unavailable: {reason}")] if skip else []
+        params.append(pytest.param(target, id=target.name, marks=marks))
+    metafunc.parametrize("target", params)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if SESSION not in config.stash:
+        return
+    from fuzz.targets import TARGETS
+
+    terminalreporter.section("gdn-fuzz targets")
+    for line in config.stash[SESSION].summary_lines(TARGETS):
+        terminalreporter.write_line(line)

@@ -1,0 +1,97 @@
+"""The per-target semantics table: padding and index contracts, gate inputs and the precision model.
+
+Kernels legitimately disagree on these; a disagreement is a row here, never tolerance slack.
+Rows are keyed by target path and the library versions they hold for, so the suite can run
+against other releases (the installed version picks the row).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from reference.contracts import PadContract, Precision
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
+
+
+@dataclass(frozen=True)
+class Semantics:
+    """How one kernel path behaves, as data.
+
+    pad:             what a padded read/write slot does (reference.contracts.PadContract).
+    gates:           "raw" -> the kernel takes A_log, a, dt_bias, b; "log" -> precomputed g and beta.
+    inputs_as:       dtype the kernel converts q, k, v, a, b to before use (None: as given).
+    beta_as_input:   beta rounded to b's dtype after the sigmoid.
+    state_each_step: running state rounded to the pool dtype after every token.
+    output:          output dtype: "q" / "v" (that input's dtype) or a fixed dtype name.
+    """
+
+    pad: PadContract = PadContract()
+    gates: Literal["raw", "log"] = "raw"
+    inputs_as: str | None = None
+    beta_as_input: bool = False
+    state_each_step: bool = False
+    output: str = "q"
+    bf16_truncates: bool = False  # set for Triton kernels run by the CPU interpreter (see Precision)
+    why: str = ""
+
+    def output_dtype(self, case) -> torch.dtype:
+        return TORCH_DTYPES[case.input_dtype if self.output in ("q", "v") else self.output]
+
+    def precision(self, case) -> Precision:
+        """The kernel's own precision model: fp32 arithmetic, rounding where this row says."""
+        inputs = TORCH_DTYPES[self.inputs_as] if self.inputs_as else None
+        return Precision(
+            compute=torch.float32,
+            inputs=inputs,
+            beta=(inputs or TORCH_DTYPES[case.input_dtype]) if self.beta_as_input else None,
+            state_each_step=self.state_each_step,
+            output=self.output_dtype(case),
+            bf16_truncates=self.bf16_truncates,
+        )
+
+
+@dataclass(frozen=True)
+class Row:
+    path: str
+    versions: str  # a PEP 440 specifier; "" matches every version
+    semantics: Semantics = field(default_factory=Semantics)
+
+
+SKIP_ZERO = PadContract("negative", "skip_zero", "skip")
+ZERO_STATE = PadContract("negative", "zero_state", "skip")
+
+TABLE: tuple[Row, ...] = (
+    # fla-core has no pools or padding: the adapter passes identity slots; in-kernel gating or precomputed.
+    Row("fla.fused_recurrent", "", Semantics(output="v", why="o = empty_like(v); fp32 registers")),
+    Row("fla.fused_recurrent.loggates", "", Semantics(gates="log", output="v")),
+    # SGLang (triton_gdn.md §2.2, §2.4, checked under the interpreter).
+    Row("sglang.packed_decode", ">=0.5.12", Semantics(
+        pad=SKIP_ZERO, beta_as_input=True, why="beta = sigmoid(b).to(b.dtype); idx < 0 stores 0 and returns")),
+    Row("sglang.sigmoid_gating", ">=0.5.12", Semantics(
+        pad=ZERO_STATE, why="idx < 0: zero state, output still computed, scratch row still written")),
+    Row("sglang.recurrent_update", ">=0.5.12", Semantics(pad=ZERO_STATE, gates="log")),
+    # FlashInfer 0.7.4 (flashinfer_gdn.md §4). Inputs are consumed as bf16 (as_bf16), output is bf16.
+    Row("flashinfer.pretranspose.fp32", ">=0.6.5", Semantics(
+        pad=PadContract("negative", "skip_zero", "slot0"), inputs_as="bf16", output="bf16",
+        why="pool_idx < 0: output row zeroed, no state I/O; out_pool_idx < 0 -> 0")),
+    Row("flashinfer.bf16", ">=0.6.5", Semantics(
+        pad=PadContract("negative", "slot0", "slot0"), inputs_as="bf16", output="bf16",
+        why="cache_idx < 0 -> 0 for read and write; padded output undefined")),
+    Row("flashinfer.mtp.fp32", ">=0.6.5", Semantics(
+        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16",
+        why="cache_idx < 0: row skipped, caller's output untouched; write idx < 0: write-back skipped")),
+)
+
+
+def semantics_for(path: str, version: str | None) -> Semantics:
+    """The row for `path` whose version range holds `version` (None: the library has no version)."""
+    for row in TABLE:
+        if row.path == path and (version is None or not row.versions or Version(version) in SpecifierSet(row.versions)):
+            return row.semantics
+    raise LookupError(f"no semantics row for {path} at version {version}: add one to fuzz/semantics.py")

@@ -1,0 +1,57 @@
+"""Run-wide state of one pytest session: the profile's budget, and what ran on which target."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fuzz.harness import check
+from fuzz.profiles import Budget
+from fuzz.strategies import cases
+from fuzz.targets.base import Target
+
+
+@dataclass
+class FuzzSession:
+    profile: str
+    budget: Budget
+    required: frozenset  # families whose unavailability is an error, not a skip
+    examples: Counter = field(default_factory=Counter)  # (target, op) -> examples run
+    unavailable: dict = field(default_factory=dict)  # target name -> reason
+
+    def reason_unavailable(self, target: Target) -> str | None:
+        if target.name not in self.unavailable:
+            self.unavailable[target.name] = target.unavailable_reason(self.budget.device)
+        return self.unavailable[target.name]
+
+    def summary_lines(self, targets) -> list[str]:
+        lines = [f"gdn-fuzz profile '{self.profile}' on {self.budget.device}:"]
+        for t in targets:
+            reason = self.reason_unavailable(t)
+            origin = f"override {t.family.override}" if t.overridden else "installed"
+            if reason:
+                lines.append(f"  {t.name:34s} UNAVAILABLE: {reason}")
+            else:
+                runs = ", ".join(f"{op} {n}" for (name, op), n in sorted(self.examples.items()) if name == t.name)
+                lines.append(f"  {t.name:34s} ran ({origin}, {t.family.version() or 'no version'}): "
+                             f"{runs or 'no examples (not selected)'}")
+        return lines
+
+
+def fuzz_test(op: str):
+    """A Hypothesis test for one operation; conftest parametrizes `target` over the registry."""
+
+    @given(data=st.data())
+    def test(target: Target, data, gdn: FuzzSession) -> None:
+        reason = gdn.reason_unavailable(target)
+        if reason:  # reached only for a --gdn-require'd family
+            pytest.fail(f"{target.name} is required but unavailable: {reason}")
+        case = data.draw(cases(target, op, gdn.budget), label="case")
+        gdn.examples[(target.name, op)] += 1
+        check(target, case, target.device(gdn.budget.device))
+
+    test.gdn_op = op
+    return test

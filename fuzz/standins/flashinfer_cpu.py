@@ -1,0 +1,219 @@
+"""FlashInfer 0.7.4 GDN decode API (`flashinfer.gdn_decode`) on the CPU, in float32 PyTorch.
+
+Same signatures, routing and per-path padding contracts (shared/research/flashinfer_gdn.md 3.1, 3.3,
+3.4, 4), so a target override can fuzz it without a GPU. Independent of `reference/` on purpose.
+
+Invariants, as the kernels keep them:
+  * q, k, v, a, b are converted to bf16 (`as_bf16`), then all math is float32, vectorised over the
+    batch rows and heads; one loop over the T tokens of a call.
+  * The running state stays float32 across the T tokens; it is rounded to the pool / buffer dtype
+    only when stored (each intermediate step, the final write-back).
+  * All slot reads are gathered before any write, and every write goes through indexing assignment
+    on the caller's tensor (index_put_ on the view), so strided pools are updated in place.
+  * Pools are V-major [pool, HV, V, K]; output [B, T, HV, V] is produced in bf16.
+Each behaviour a bug could hide in is one small method below: a mutant overrides one of them.
+"""
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+
+import torch
+
+_INDEX = (torch.int32, torch.int64)
+
+
+class FlashInferCPU:
+    SOFTPLUS_THRESHOLD = 20.0  # hard-coded by the API (softplus_beta=1, threshold=20)
+    L2NORM_EPS = 1e-6  # inside the rsqrt, as in the CuTe kernels
+
+    def __init__(self):
+        self.kernels = {}  # "compiled kernels": compile key -> the constexprs it was built with
+
+    # ---- seams: one behaviour each ------------------------------------------------------------
+    def to_bf16(self, x):
+        """0.7.4 `as_bf16`: a value conversion (fp16/fp32 -> bf16), not a reinterpretation."""
+        return x.to(torch.bfloat16)
+
+    def softplus(self, x):
+        return torch.where(x > self.SOFTPLUS_THRESHOLD, x, torch.log1p(torch.exp(x)))
+
+    def head_map(self, H, HV):
+        """qk head read by each value head: hv // (HV // H) (repeat_interleave GVA)."""
+        if H <= 0 or HV % H:
+            raise ValueError(f"HV={HV} must be a multiple of H={H}")
+        return torch.arange(HV) // (HV // H)
+
+    def read_slot(self, path, idx):
+        """(slot, row runs). bf16: -1 reads (and later writes) sacrificial slot 0; fp32 paths skip the row."""
+        if path == "bf16":
+            return idx.clamp(min=0), torch.ones_like(idx, dtype=torch.bool)
+        return idx, idx >= 0
+
+    def write_slot(self, path, read, write):
+        """(slot, written) for the rows that ran. MTP skips a negative write index; the others use slot 0."""
+        if write is None:
+            return read, torch.ones_like(read, dtype=torch.bool)
+        if path == "mtp":
+            return write, write >= 0
+        return write.clamp(min=0), torch.ones_like(write, dtype=torch.bool)
+
+    def inter_row(self, rows, slots):
+        """Intermediate buffers are indexed by batch row (i_n), not by pool slot."""
+        return rows
+
+    def inter_step(self, t, T):
+        return t
+
+    def should_write_back(self, disable_state_update, scatter):
+        """Final write-back: not when disabled, not when per-token scatter already wrote h_T."""
+        return not disable_state_update and not scatter
+
+    def step(self, S, q, k, v, g, beta):
+        """One token. S [R,HV,V,K] fp32; q,k [R,HV,K]; v [R,HV,V]; g,beta [R,HV]. Output reads the UPDATED state."""
+        S = S * g[..., None, None]
+        u = (v - torch.einsum("rhvk,rhk->rhv", S, k)) * beta[..., None]
+        S = S + u[..., None] * k[..., None, :]
+        return S, torch.einsum("rhvk,rhk->rhv", S, q)
+
+    def store_pool(self, pool, slots, S):
+        """Round on store and write into the caller's pool view itself (in place, strides honoured)."""
+        pool[slots] = S.to(pool.dtype)
+
+    def pad_output(self, out, rows):
+        """fp32 pretranspose T=1 writes skipped rows' output as 0 (even into a caller buffer)."""
+        out[rows] = 0
+
+    def compile_key(self, spec):
+        """CuTe compile-cache key: every constexpr, dtypes and scale included."""
+        return tuple(sorted(spec.items()))
+
+    # ---- machinery ----------------------------------------------------------------------------
+    def kernel(self, **spec):
+        """The cached kernel for `spec`; the math reads scale / l2norm / dt_bias dtype from it, so a
+        key that omits one of them serves a stale kernel, as a real compile cache would."""
+        return self.kernels.setdefault(self.compile_key(spec), SimpleNamespace(**spec))
+
+    def l2norm(self, x):
+        return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + self.L2NORM_EPS)
+
+    def gates(self, A_log, a, dt_bias, b):
+        sp = self.softplus(a.float() + dt_bias.float())
+        return torch.exp(-torch.exp(A_log.float()) * sp), torch.sigmoid(b.float())
+
+    def _run(self, path, q, k, v, pool, read_idx, write_idx, A_log, a, dt_bias, b, scale, output,
+             use_l2norm, buf=None, token_slots=None, write_back=True):
+        B, T, H, K = q.shape
+        HV, V = v.shape[2:]
+        assert k.shape == q.shape and v.shape[:2] == (B, T), f"q {q.shape} / k {k.shape} / v {v.shape}"
+        assert a.shape == b.shape == (B, T, HV), f"a, b must be [B, T, HV] = {(B, T, HV)}"
+        assert A_log.shape == dt_bias.shape == (HV,), "A_log, dt_bias must be [HV]"
+        assert pool.shape[1:] == (HV, V, K), f"state pool must be [pool, {HV}, {V}, {K}], got {pool.shape}"
+        for name, idx in (("initial_state_indices", read_idx), ("output_state_indices", write_idx)):
+            assert idx is None or (idx.shape == (B,) and idx.dtype in _INDEX), f"{name} must be int32/int64 [B]"
+        hmap = self.head_map(H, HV)
+        kern = self.kernel(path=path, T=T, H=H, HV=HV, K=K, V=V, state_dtype=pool.dtype,
+                           dt_bias_dtype=dt_bias.dtype, index_dtype=read_idx.dtype,
+                           scale=K ** -0.5 if scale is None else float(scale), use_l2norm=bool(use_l2norm))
+        out = torch.zeros(B, T, HV, V, dtype=torch.bfloat16) if output is None else output
+        slot, runs = self.read_slot(path, read_idx.long())
+        if path == "pretranspose":
+            self.pad_output(out, (~runs).nonzero().squeeze(1))
+        rows = runs.nonzero().squeeze(1)
+        slot = slot[rows]
+        qf, kf = (self.to_bf16(x)[rows].float() for x in (q, k))
+        if kern.use_l2norm:
+            qf, kf = self.l2norm(qf), self.l2norm(kf)
+        qf, kf = qf[:, :, hmap] * kern.scale, kf[:, :, hmap]  # [R, T, HV, K]
+        vf = self.to_bf16(v)[rows].float()
+        g, beta = self.gates(A_log, self.to_bf16(a)[rows], dt_bias.to(kern.dt_bias_dtype), self.to_bf16(b)[rows])
+        S = pool[slot].float()  # gathered before any write
+        irow = None if buf is None else self.inter_row(rows, slot)
+        for t in range(T):
+            S, o = self.step(S, qf[:, t], kf[:, t], vf[:, t], g[:, t], beta[:, t])
+            out[rows, t] = o.to(torch.bfloat16).to(out.dtype)  # kernel output is bf16
+            if buf is not None:
+                buf[irow, self.inter_step(t, T)] = S.to(buf.dtype)
+            if token_slots is not None:  # negative = OOB write in the real kernel; skipped here
+                ts = token_slots[rows, t].long()
+                self.store_pool(pool, ts[ts >= 0], S[ts >= 0])
+        if write_back:
+            wslot, written = self.write_slot(path, slot, None if write_idx is None else write_idx.long()[rows])
+            self.store_pool(pool, wslot[written], S[written])
+        return out.to(q.dtype) if output is None and q.dtype != out.dtype else out  # result follows q.dtype
+
+    # ---- public API (0.7.4 signatures) ---------------------------------------------------------
+    def gated_delta_rule_decode_pretranspose(
+            self, q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None, use_qk_l2norm=True,
+            initial_state=None, initial_state_indices=None, output_state_indices=None,
+            intermediate_states_buffer=None, disable_state_update=False, backend="auto"):
+        B, T = q.shape[:2]
+        assert backend in ("auto", "flashinfer", "cake_gdn", "rubin"), f"unknown backend {backend!r}"
+        if T == 1 and (intermediate_states_buffer is not None or disable_state_update):
+            raise ValueError("intermediate_states_buffer and disable_state_update are supported only with T > 1")
+        use_pool = initial_state is not None
+        assert use_pool == (initial_state_indices is not None), \
+            "initial_state and initial_state_indices must be provided together"
+        assert output_state_indices is None or use_pool, "output_state_indices requires initial_state"
+        assert A_log.dtype == torch.float32, f"A_log must be float32, got {A_log.dtype}"
+        assert dt_bias.dtype in (torch.bfloat16, torch.float32), f"dt_bias must be bf16/fp32, got {dt_bias.dtype}"
+        pool = initial_state if use_pool else state
+        assert pool is not None, "Either state or initial_state must be provided"
+        assert use_pool or pool.shape[0] == B, f"state must be [B={B}, HV, V, K], got {pool.shape}"
+        assert pool.stride(-1) == 1, f"state must be K-contiguous, got stride {pool.stride()}"
+        # Non-pool mode: state is a pool of size B read and written at arange(B).
+        idx = initial_state_indices if use_pool else torch.arange(B, dtype=torch.int32)
+        args = (q, k, v, pool, idx, output_state_indices, A_log, a, dt_bias, b, scale, output, use_qk_l2norm)
+        if pool.dtype == torch.bfloat16:  # bf16 state kernels (gdn_decode_bf16_state), T >= 1
+            buf = intermediate_states_buffer
+            assert buf is None or (buf.dtype == torch.bfloat16 and buf.shape[0] == B and buf.shape[1] >= T), \
+                f"intermediate_states_buffer must be bf16 [B={B} exactly, >={T}, HV, V, K]"
+            return self._run("bf16", *args, buf=buf,
+                             write_back=self.should_write_back(disable_state_update, False)), pool
+        assert pool.dtype == torch.float32, f"state must be float32 or bfloat16, got {pool.dtype}"
+        if T > 1:
+            assert use_pool, f"fp32 state with T={T} > 1 requires pool mode (initial_state + indices)"
+            return self.gated_delta_rule_mtp(
+                q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale=scale,
+                output=output, intermediate_states_buffer=intermediate_states_buffer,
+                disable_state_update=disable_state_update, use_qk_l2norm=use_qk_l2norm,
+                output_state_indices=output_state_indices)
+        return self._run("pretranspose", *args), pool
+
+    def gated_delta_rule_mtp(
+            self, q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale=None,
+            output=None, intermediate_states_buffer=None, ssm_state_indices=None, disable_state_update=None,
+            use_qk_l2norm=True, output_state_indices=None, cache_replayssm=False, replayssm_rawv=None,
+            replayssm_rawk=None, replayssm_g=None, replayssm_beta=None):
+        if cache_replayssm:
+            raise NotImplementedError("cache_replayssm (ReplaySSM) runs on SM100/SM103/SM120 only")
+        if disable_state_update is None:
+            warnings.warn("gated_delta_rule_mtp(): disable_state_update defaults to True; "
+                          "pass it explicitly (the default changes to False in 0.8.0)", stacklevel=2)
+            disable_state_update = True
+        B, T = q.shape[:2]
+        pool, buf = initial_state, intermediate_states_buffer
+        assert pool.dtype == torch.float32, f"initial_state must be float32, got {pool.dtype}"
+        assert A_log.dtype == torch.float32, f"A_log must be float32, got {A_log.dtype}"
+        assert dt_bias.dtype in (torch.bfloat16, torch.float32), f"dt_bias must be bf16/fp32, got {dt_bias.dtype}"
+        # Batch-row indexed; a [:, :T] view of a bigger buffer is legal in 0.7.4 (inner dims contiguous).
+        assert buf is None or (buf.dtype == torch.float32 and buf.shape[0] >= B and buf.shape[1] >= T
+                               and buf[0, 0].is_contiguous()), \
+            f"intermediate_states_buffer must be fp32 [>={B}, >={T}, HV, V, K] with contiguous inner dims"
+        if ssm_state_indices is not None:
+            assert buf is None, "ssm_state_indices and intermediate_states_buffer are mutually exclusive"
+            assert not disable_state_update, "ssm_state_indices requires disable_state_update=False"
+            assert T >= 2, f"ssm_state_indices requires T >= 2 (got T={T})"
+            assert ssm_state_indices.shape == (B, T) and ssm_state_indices.dtype == torch.int32, \
+                f"ssm_state_indices must be int32 [B={B}, T={T}]"
+        out = self._run("mtp", q, k, v, pool, initial_state_indices, output_state_indices, A_log, a, dt_bias, b,
+                        scale, output, use_qk_l2norm, buf=buf, token_slots=ssm_state_indices,
+                        write_back=self.should_write_back(disable_state_update, ssm_state_indices is not None))
+        return out, initial_state
+
+
+_DEFAULT = FlashInferCPU()
+gated_delta_rule_decode_pretranspose = _DEFAULT.gated_delta_rule_decode_pretranspose
+gated_delta_rule_mtp = _DEFAULT.gated_delta_rule_mtp
+
+__all__ = ["FlashInferCPU", "gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp"]

@@ -1,0 +1,157 @@
+"""What a target adapter is: a small map from a Case onto one library call, plus what it supports.
+
+A target belongs to a library *family* (fla, sglang, flashinfer). The family decides where the
+functions come from: the installed library, or an override module (`--gdn-target fla=my.module`)
+exposing the same API, which then runs on the profile's device (CPU in the CPU profiles).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import torch
+
+from fuzz.case import Case
+from fuzz.materialize import Tensors
+from fuzz.semantics import Semantics, semantics_for
+
+
+class Unavailable(Exception):
+    """The target cannot run here; the message says why and what would fix it."""
+
+
+class Rejected(Exception):
+    """The target refused the inputs (raised by the library); wraps the library's error."""
+
+
+@dataclass(frozen=True)
+class Support:
+    """What a target accepts; strategies draw only inside it (plus deliberate invalid cases)."""
+
+    ops: frozenset
+    state_dtypes: tuple = ("fp32", "bf16")
+    input_dtypes: tuple = ("bf16", "fp16", "fp32")
+    index_dtypes: tuple = ("i32", "i64")
+    layouts: tuple = ("vk",)
+    head_dims: tuple | None = None  # allowed (K, V) pairs; None: the profile chooses
+    max_T: int | None = None
+    verify_min_T: int = 1  # smallest verify T (the API takes a buffer / disable_state_update only above it)
+    pool: bool = True  # slot-addressed pool with padding; False: identity slots only
+    split_write: bool = False
+    intermediate: bool = False
+    exact_rows: bool = False  # the intermediate buffer must have exactly B rows (FlashInfer bf16)
+    explicit_rows: bool = False  # accepts explicit intermediate row indices
+    sliced_intermediate: bool = False
+    token_slots: bool = False
+    strided_pool: bool = False
+    no_update: bool = False
+    l2norm_off: bool = True
+    arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
+
+
+@dataclass
+class Family:
+    """Where a library's API comes from. `load_real` imports the installed library."""
+
+    name: str
+    functions: tuple[str, ...]
+    override: str | None = None  # "module.path" or "module.path:attribute"
+    _api: object = field(default=None, repr=False)
+    _error: str | None = field(default=None, repr=False)
+
+    def api(self):
+        if self._api is None and self._error is None:
+            try:
+                self._api = self._load()
+            except Unavailable as e:
+                self._error = str(e)
+        if self._error:
+            raise Unavailable(self._error)
+        return self._api
+
+    def version(self) -> str | None:
+        api = self.api()
+        return getattr(api, "__version__", None)
+
+    def _load(self):
+        if self.override:
+            modname, _, attr = self.override.partition(":")
+            try:
+                api = importlib.import_module(modname)
+            except ImportError as e:
+                raise Unavailable(f"override {self.override}: {e}") from e
+            api = getattr(api, attr) if attr else api
+            missing = [f for f in self.functions if not hasattr(api, f)]
+            if missing:
+                raise Unavailable(f"override {self.override} lacks {', '.join(missing)}")
+            return api
+        return self.load_real()
+
+    def load_real(self):
+        raise NotImplementedError
+
+    def reset(self, override: str | None) -> None:
+        self.override, self._api, self._error = override, None, None
+
+
+def installed_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError as e:
+        raise Unavailable(f"{dist} is not installed") from e
+
+
+def import_or_unavailable(module: str, hint: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - any import failure makes the target unavailable, with its text
+        raise Unavailable(f"import {module} failed ({type(e).__name__}: {e}); {hint}") from e
+
+
+class Target:
+    """Subclasses set name, family, path, support and implement call()."""
+
+    name: str
+    family: Family
+    path: str  # key into the semantics table
+    support: Support
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def overridden(self) -> bool:
+        return self.family.override is not None
+
+    def declared(self) -> Support:
+        """Support as the strategies see it: an override module has no hardware limits of its own."""
+        if self.overridden:
+            return dataclasses.replace(self.support, head_dims=None, arch=())
+        return self.support
+
+    def semantics(self) -> Semantics:
+        return semantics_for(self.path, self.family.version())
+
+    def device(self, profile_device: str) -> str:
+        return profile_device
+
+    def unavailable_reason(self, profile_device: str) -> str | None:
+        """None when the target can run on this profile's device, else why not."""
+        try:
+            self.family.api()
+        except Unavailable as e:
+            return str(e)
+        if self.declared().arch:
+            if profile_device != "cuda" or not torch.cuda.is_available():
+                return f"needs a CUDA GPU of compute capability {self.support.arch}; this run's device is {profile_device}"
+            major = torch.cuda.get_device_capability()[0]
+            if major not in self.support.arch:
+                return f"needs compute capability major in {self.support.arch}; this GPU is sm_{major}x"
+        return None
+
+    def call(self, case: Case, t: Tensors) -> torch.Tensor:
+        """Run the library on the case; write pool / intermediate in place; return the output tensor."""
+        raise NotImplementedError

@@ -1,0 +1,9 @@
+"""Float64 pure-PyTorch oracle for the gated delta rule (GDN). Knows nothing of targets or tolerances."""
+from reference.contracts import EXACT, PadContract, Precision
+from reference.ops import PoolResult, commit, decode, mtp_verify, prefill
+from reference.recurrence import LogGates, RawGates, gate_values, l2normalize, run_sequence, softplus
+
+__all__ = [
+    "EXACT", "PadContract", "Precision", "PoolResult", "commit", "decode", "mtp_verify", "prefill",
+    "LogGates", "RawGates", "gate_values", "l2normalize", "run_sequence", "softplus",
+]

@@ -1,0 +1,126 @@
+"""Planted bugs for the fuzzer's self-test: each mutant is the correct FlashInfer CPU stand-in with ONE
+seam broken the way a shipped kernel broke it. Module-level instances are override specs:
+`set_overrides({"flashinfer": "tests.mutants:unguarded_pad_slot"})`."""
+from __future__ import annotations
+
+import torch
+
+from fuzz.standins.flashinfer_cpu import FlashInferCPU
+
+
+class UnguardedPadSlot(FlashInferCPU):
+    """The `idx >= 0` guard is gone: a padded row (-1) runs, reading and writing pool[-1] (PyTorch wraps to the
+    last slot; a CUDA kernel touches the bytes before the pool). Incident class: a padding sentinel used as an
+    index (SGLang's SM90 decode once remapped -1 to the last slot and wrote it back)."""
+
+    def read_slot(self, path, idx):
+        return idx, torch.ones_like(idx, dtype=torch.bool)
+
+
+class InterRowBySlot(FlashInferCPU):
+    """Intermediate states go to buffer row = pool slot instead of batch row. Incident class: SGLang's
+    pool-scoped speculative buffer vs FlashInfer's batch-indexed contract (the `[:batch_size]` slicing fix)."""
+
+    def inter_row(self, rows, slots):
+        return slots
+
+
+class GvaHeadModulo(FlashInferCPU):
+    """GVA head map hv % H instead of hv // (HV // H): value heads read the wrong q/k head once HV > H > 1.
+    Incident class: repeat vs repeat_interleave head grouping mismatch between kernel and model."""
+
+    def head_map(self, H, HV):
+        super().head_map(H, HV)  # keep the clean HV % H != 0 rejection: only the mapping is wrong
+        return torch.arange(HV) % H
+
+
+class WriteBackWhenDisabled(FlashInferCPU):
+    """disable_state_update is ignored: the verify pass commits its final state before acceptance.
+    Incident class: speculative verify corrupting the pool (gated_delta_rule_mtp's None default trap)."""
+
+    def should_write_back(self, disable_state_update, scatter):
+        return not scatter
+
+
+class Fp16BitcastAsBf16(FlashInferCPU):
+    """fp16 inputs are reinterpreted as bf16 bits (x.view(bfloat16)) instead of converted. Incident class:
+    pre-0.7.4 kernels assumed bf16 inputs; fp16 q/k/v/a/b were read as bf16 garbage."""
+
+    def to_bf16(self, x):
+        return x.view(torch.bfloat16) if x.dtype == torch.float16 else super().to_bf16(x)
+
+
+class OutputBeforeUpdate(FlashInferCPU):
+    """o_t = g_t S_{t-1} q_t: the output reads the decayed state before the delta-rule update. Incident class:
+    statement order in a fused recurrent kernel (output dot product hoisted above the rank-1 update)."""
+
+    def step(self, S, q, k, v, g, beta):
+        S_next, _ = super().step(S, q, k, v, g, beta)
+        return S_next, torch.einsum("rhvk,rhk->rhv", S * g[..., None, None], q)
+
+
+class SoftplusNoThreshold(FlashInferCPU):
+    """softplus as log1p(exp(x)) without the x > 20 passthrough, exp evaluated in fp16: exp overflows past
+    x ~ 11, softplus is inf and the decay collapses to 0. Incident class: missing softplus threshold
+    (the API hard-codes threshold=20 for this reason)."""
+
+    def softplus(self, x):
+        return torch.log1p(torch.exp(x.half())).float()
+
+
+class StridedPoolLostWrite(FlashInferCPU):
+    """Stores into pool.contiguous(): on a padded-stride pool that is a copy and the write-back is lost.
+    Incident class: non-contiguous state pools (FlashInfer's stride-aware 4D pool indexing, PR #3268)."""
+
+    def store_pool(self, pool, slots, S):
+        super().store_pool(pool.contiguous(), slots, S)
+
+
+class InterStepOffByOne(FlashInferCPU):
+    """From step 4 on, the checkpoint lands one step early: step 4 overwrites 3 and step 4 stays unwritten.
+    Incident class: the T > 4 path beyond the old 4-token bf16 MTP kernels."""
+
+    def inter_step(self, t, T):
+        return t - 1 if t >= 4 else t
+
+
+class PaddedOutputNotZeroed(FlashInferCPU):
+    """fp32 T=1 decode leaves skipped rows of the caller's output buffer as they were, where 0.7.4 writes 0.
+    Incident class: padded outputs left as garbage (FlashInfer RFC #2687 / PR #2793)."""
+
+    def pad_output(self, out, rows):
+        pass
+
+
+class CompileKeyShapeOnly(FlashInferCPU):
+    """The compile-cache key is the shape only: dtypes and constexprs (dt_bias dtype, scale, l2norm) are left
+    out, so a later call with another value reuses a stale kernel. Incident class: CuTe DSL compile caches
+    keyed without every constexpr. Cases always carry an fp32 dt_bias, so the staleness shows via scale/l2norm;
+    the cache lives on the instance and persists across calls, as a process-wide cache does."""
+
+    def compile_key(self, spec):
+        return tuple((k, spec[k]) for k in ("path", "T", "H", "HV", "K", "V"))
+
+
+class SplitWriteIgnored(FlashInferCPU):
+    """output_state_indices is ignored: the state is written back in place to the read slot. Incident class:
+    split read/write pools (FlashInfer PR #2905) on a kernel that only knows one index array."""
+
+    def write_slot(self, path, read, write):
+        return super().write_slot(path, read, None)
+
+
+unguarded_pad_slot = UnguardedPadSlot()
+inter_row_by_slot = InterRowBySlot()
+gva_head_modulo = GvaHeadModulo()
+write_back_when_disabled = WriteBackWhenDisabled()
+fp16_bitcast_as_bf16 = Fp16BitcastAsBf16()
+output_before_update = OutputBeforeUpdate()
+softplus_no_threshold = SoftplusNoThreshold()
+strided_pool_lost_write = StridedPoolLostWrite()
+inter_step_off_by_one = InterStepOffByOne()
+padded_output_not_zeroed = PaddedOutputNotZeroed()
+compile_key_shape_only = CompileKeyShapeOnly()
+split_write_ignored = SplitWriteIgnored()
+
+MUTANTS = {name: obj for name, obj in globals().items() if isinstance(obj, FlashInferCPU)}
