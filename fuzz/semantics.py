@@ -38,6 +38,7 @@ class Semantics:
     state_each_step: bool = False
     output: str = "q"
     bf16_truncates: bool = False  # set for Triton kernels run by the CPU interpreter (see Precision)
+    known_bugs: frozenset = frozenset()  # KNOWN_BUGS keys: confirmed findings, replayed from corpus/
     why: str = ""
 
     def output_dtype(self, case) -> torch.dtype:
@@ -63,19 +64,33 @@ class Row:
     semantics: Semantics = field(default_factory=Semantics)
 
 
+# Confirmed findings (each has a corpus/ entry that replays it). While a row lists one, the strategies
+# stop drawing its trigger so a campaign keeps finding *new* bugs; the corpus replay turns the mask into a
+# failure the day the library fixes it.
+KNOWN_BUGS = {
+    "unchecked-gva": "HV not a multiple of H is accepted and computed with a wrong head map",
+    "strided-write-lost": "@input_guard .contiguous() copies the pool / intermediate buffer: writes to a strided "
+                          "view are lost",
+}
+UNCHECKED_GVA = frozenset({"unchecked-gva"})
+
 SKIP_ZERO = PadContract("negative", "skip_zero", "skip")
 ZERO_STATE = PadContract("negative", "zero_state", "skip")
 
 TABLE: tuple[Row, ...] = (
     # fla-core has no pools or padding: the adapter passes identity slots; in-kernel gating or precomputed.
-    Row("fla.fused_recurrent", "", Semantics(output="v", why="o = empty_like(v); fp32 registers")),
-    Row("fla.fused_recurrent.loggates", "", Semantics(gates="log", output="v")),
+    Row("fla.fused_recurrent", "", Semantics(output="v", known_bugs=UNCHECKED_GVA,
+                                             why="o = empty_like(v); fp32 registers")),
+    Row("fla.fused_recurrent.loggates", "", Semantics(gates="log", output="v", known_bugs=UNCHECKED_GVA)),
     # SGLang (triton_gdn.md §2.2, §2.4, checked under the interpreter).
     Row("sglang.packed_decode", ">=0.5.12", Semantics(
-        pad=SKIP_ZERO, beta_as_input=True, why="beta = sigmoid(b).to(b.dtype); idx < 0 stores 0 and returns")),
+        pad=SKIP_ZERO, beta_as_input=True,
+        why="beta = sigmoid(b).to(b.dtype); idx < 0 stores 0 and returns")),
     Row("sglang.sigmoid_gating", ">=0.5.12", Semantics(
-        pad=ZERO_STATE, why="idx < 0: zero state, output still computed, scratch row still written")),
-    Row("sglang.recurrent_update", ">=0.5.12", Semantics(pad=ZERO_STATE, gates="log")),
+        pad=ZERO_STATE, known_bugs=UNCHECKED_GVA,
+        why="idx < 0: zero state, output still computed, scratch row still written")),
+    Row("sglang.recurrent_update", ">=0.5.12", Semantics(
+        pad=ZERO_STATE, gates="log", known_bugs=UNCHECKED_GVA | {"strided-write-lost"})),
     # FlashInfer 0.7.4 (flashinfer_gdn.md §4). Inputs are consumed as bf16 (as_bf16), output is bf16.
     Row("flashinfer.pretranspose.fp32", ">=0.6.5", Semantics(
         pad=PadContract("negative", "skip_zero", "slot0"), inputs_as="bf16", output="bf16",

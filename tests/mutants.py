@@ -59,13 +59,13 @@ class OutputBeforeUpdate(FlashInferCPU):
         return S_next, torch.einsum("rhvk,rhk->rhv", S * g[..., None, None], q)
 
 
-class SoftplusNoThreshold(FlashInferCPU):
-    """softplus as log1p(exp(x)) without the x > 20 passthrough, exp evaluated in fp16: exp overflows past
-    x ~ 11, softplus is inf and the decay collapses to 0. Incident class: missing softplus threshold
-    (the API hard-codes threshold=20 for this reason)."""
+class SoftplusClampedAtThreshold(FlashInferCPU):
+    """Above the threshold softplus returns the threshold (min(log1p(exp x), 20)) instead of x itself: exact up
+    to a + dt_bias = 20, too little decay past it. Incident class: softplus threshold (softplus_beta=1,
+    threshold=20 in the API) mis-applied in a hand-written kernel."""
 
     def softplus(self, x):
-        return torch.log1p(torch.exp(x.half())).float()
+        return torch.where(x > self.SOFTPLUS_THRESHOLD, self.SOFTPLUS_THRESHOLD, torch.log1p(torch.exp(x)))
 
 
 class StridedPoolLostWrite(FlashInferCPU):
@@ -116,7 +116,7 @@ gva_head_modulo = GvaHeadModulo()
 write_back_when_disabled = WriteBackWhenDisabled()
 fp16_bitcast_as_bf16 = Fp16BitcastAsBf16()
 output_before_update = OutputBeforeUpdate()
-softplus_no_threshold = SoftplusNoThreshold()
+softplus_clamped_at_threshold = SoftplusClampedAtThreshold()
 strided_pool_lost_write = StridedPoolLostWrite()
 inter_step_off_by_one = InterStepOffByOne()
 padded_output_not_zeroed = PaddedOutputNotZeroed()

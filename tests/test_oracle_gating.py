@@ -73,6 +73,19 @@ def test_precision_beta_bf16_rounds_beta_after_the_sigmoid(shape, seed):
     assert torch.equal(gate_values(logs, Precision(beta=BF16))[1], beta)
 
 
+@PROPERTY
+@given(shape=shapes(), seed=seeds)
+def test_precision_bf16_truncating_beta_rounds_toward_zero(shape, seed):
+    gates = make_case(seed, shape).gates
+    _, beta = gate_values(gates)
+    _, nearest = gate_values(gates, Precision(beta=BF16))
+    _, trunc = gate_values(gates, Precision(beta=BF16, bf16_truncates=True))
+    beta32 = beta.float().double()
+    assert torch.equal(trunc.to(BF16).to(F64), trunc)  # a bf16 value
+    assert bool((trunc <= beta32).all()) and bool((beta32 - trunc < 2.0**-7 * beta32).all())
+    assert torch.equal(torch.where(nearest <= beta32, nearest, trunc), trunc)  # round-down cases agree
+
+
 def test_precision_beta_bf16_changes_the_result():
     case = make_case(3, Shape(B=2, T=3, H=1, G=2, K=4, V=6))
     assert not torch.equal(verify(case, precision=Precision(beta=BF16)).output, verify(case).output)

@@ -81,3 +81,22 @@ def test_padded_write_slot(write, sentinel, pad_index):
         assert torch.equal(res.pool[0], plain.pool[2])
     assert res.written_slots == written
     assert_untouched(case.pool, res.pool, written)
+
+
+@pytest.mark.parametrize("write", WRITES)
+@pytest.mark.parametrize("sentinel,pad_index", PADS, ids=PAD_IDS)
+def test_slot0_read_redirect_with_split_pools_follows_the_write_slot(sentinel, pad_index, write):
+    """Split pools (FlashInfer bf16 h0_out_indices): a padded read still reads slot 0, but the final state goes
+    to the row's own write slot; a padded write slot there falls under the write behaviour."""
+    case = padded_batch(pad_index)  # reads [2, pad, 4]
+    pad = PadContract(sentinel=sentinel, read="slot0", write=write)
+    alone = run_row(case, 1, case.pool, 0)
+    res = verify(case, write_slots=torch.tensor([1, 3, 4]), pad=pad)
+    assert torch.equal(res.output[1], alone.output[0])
+    assert torch.equal(res.pool[3], alone.pool[0])
+    assert res.written_slots == {1, 3, 4}
+    padded_write = verify(case, write_slots=torch.tensor([1, pad_index, 4]), pad=pad)
+    assert padded_write.written_slots == ({1, 4} if write == "skip" else {0, 1, 4})
+    if write == "slot0":
+        assert torch.equal(padded_write.pool[0], alone.pool[0])
+    assert_untouched(case.pool, padded_write.pool, padded_write.written_slots)

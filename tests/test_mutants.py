@@ -1,0 +1,168 @@
+"""Mutation self-test: the fuzzer, run through the `flashinfer` override exactly as a user would, must find
+every planted bug in tests/mutants.py within a fixed budget and shrink it to the bug's minimal case; and it
+must find nothing in the correct stand-in.
+
+`pytest -s` prints a table (examples to the first failure, failure class, shrunk case); with
+GDN_MUTANT_REPORT=path the same rows are written there as JSON.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+from hypothesis import HealthCheck, Verbosity, given, settings
+
+from fuzz.case import Case
+from fuzz.harness import check
+from fuzz.profiles import BUDGETS
+from fuzz.strategies import cases
+from fuzz.targets import FAMILIES, TARGETS, set_overrides
+from fuzz.verdict import (GdnFailure, IntermediateMismatch, NonFinite, OutputMismatch, PoolCorruption,
+                          RejectedValidInput, StateMismatch, UnwrittenOutput)
+from tests.mutants import MUTANTS
+
+BUDGET = BUDGETS["ci"]
+MAX_EXAMPLES = 300  # per mutant: the budget the fuzzer gets to find the bug
+FP_EXAMPLES = 200  # per (target, op) of the false-positive run: 5 pairs, 1000 examples
+BY_NAME = {t.name: t for t in TARGETS}
+PRETRANSPOSE, BF16, MTP = "flashinfer-pretranspose-fp32", "flashinfer-bf16", "flashinfer-mtp-fp32"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Where the bug shows, which failure kinds may report it, and what its minimal case looks like."""
+
+    target: str
+    op: str
+    failures: tuple[type, ...]
+    minimal: Callable[[Case], bool]
+    why: str  # the minimality rule in words, for the assertion message
+
+
+def one_padded(c: Case) -> bool:
+    return c.B == 1 and c.padded == (True,)
+
+
+EXPECT = {
+    # pretranspose pools reserve slot 0 (padded writes go there), so a lone padded row needs only pool=1.
+    "unguarded_pad_slot": Expect(PRETRANSPOSE, "decode", (OutputMismatch, PoolCorruption, StateMismatch),
+                                 lambda c: one_padded(c) and c.pool == 1, "B=1, one padded row, pool=1"),
+    # Needs a real row n in slot != n (an out-of-range slot raises: RejectedValidInput). B=1 (slot 1, a
+    # 2-row buffer) and B=2 (slots [1,-1]) are equally small draws; the shrinker lands on the second.
+    "inter_row_by_slot": Expect(MTP, "verify", (PoolCorruption, IntermediateMismatch, RejectedValidInput),
+                                lambda c: c.B <= 2 and c.T == 1 and c.inter_rows >= 1
+                                and any(0 <= s != n for n, s in enumerate(c.read_slots)),
+                                "B<=2, T=1, a buffer, a real row n in slot != n"),
+    # hv % H == hv // (HV // H) unless H > 1 and HV > H: H=2, HV=4 is the smallest pair that differs.
+    "gva_head_modulo": Expect(PRETRANSPOSE, "decode", (OutputMismatch, StateMismatch),
+                              lambda c: c.B == 1 and (c.H, c.HV) == (2, 4), "B=1, H=2, HV=4"),
+    "write_back_when_disabled": Expect(MTP, "verify", (PoolCorruption,),
+                                       lambda c: c.B == 1 and c.T == 1 and not c.update, "B=1, T=1, noupdate"),
+    "fp16_bitcast_as_bf16": Expect(BF16, "decode", (OutputMismatch, StateMismatch, NonFinite),
+                                   lambda c: c.B == 1 and c.input_dtype == "fp16", "B=1, fp16 inputs"),
+    "output_before_update": Expect(PRETRANSPOSE, "decode", (OutputMismatch,), lambda c: c.B == 1, "B=1"),
+    # Only x = a + dt_bias > 20 differs, with a decay weak enough to see: the "threshold" regime (or "mixed").
+    "softplus_clamped_at_threshold": Expect(PRETRANSPOSE, "decode", (OutputMismatch, StateMismatch),
+                                            lambda c: c.B == 1 and c.gate in ("threshold", "mixed"),
+                                            "B=1, gate regime threshold"),
+    # A 1-slot pool view is contiguous whatever its stride, so the copy needs pool >= 2 (slot 0 reserved).
+    "strided_pool_lost_write": Expect(PRETRANSPOSE, "decode", (StateMismatch,),
+                                      lambda c: c.B == 1 and c.pool == 2 and c.pool_gap == 1, "B=1, pool=2, gap=1"),
+    # Step 4 (0-based) is the first one moved: T=5 is the smallest T that has it.
+    "inter_step_off_by_one": Expect(BF16, "verify", (IntermediateMismatch, PoolCorruption),
+                                    lambda c: c.B == 1 and c.T == 5 and c.inter_rows == 1, "B=1, T=5, a buffer"),
+    "padded_output_not_zeroed": Expect(PRETRANSPOSE, "decode", (UnwrittenOutput,), one_padded,
+                                       "B=1, one padded row"),
+    # Loose on purpose: whether a case fails depends on which earlier example compiled its shape first, so
+    # the shrinker walks a stateful landscape; only "found, by a stale kernel" is a stable claim.
+    "compile_key_shape_only": Expect(PRETRANSPOSE, "decode", (OutputMismatch, StateMismatch),
+                                     lambda c: c.B <= BUDGET.max_B, "any B (stateful cache)"),
+    "split_write_ignored": Expect(PRETRANSPOSE, "decode", (PoolCorruption, StateMismatch),
+                                  lambda c: c.B == 1 and c.write_slots is not None and c.write_slots != c.read_slots,
+                                  "B=1, a write slot other than the read slot"),
+}
+
+
+@dataclass
+class Run:
+    """What one Hypothesis run saw: every failing case in order (the shrunk one is replayed last)."""
+
+    examples: int = 0
+    first_failure: int | None = None
+    failing: list = field(default_factory=list)  # (Case, GdnFailure)
+    raised: BaseException | None = None
+
+
+def fuzz(target_name: str, op: str, max_examples: int) -> Run:
+    target, run = BY_NAME[target_name], Run()
+
+    # report_multiple_bugs=False: one shrunk failure is re-raised (not an ExceptionGroup) and replayed last.
+    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False, verbosity=Verbosity.quiet)
+    @given(cases(target, op, BUDGET))
+    def test(case: Case) -> None:
+        run.examples += 1
+        try:
+            check(target, case, "cpu")
+        except GdnFailure as e:
+            run.first_failure = run.first_failure or run.examples
+            run.failing.append((case, e))
+            raise
+
+    try:
+        test()
+    except GdnFailure as e:
+        run.raised = e
+    return run
+
+
+@pytest.fixture
+def override():
+    """Point the flashinfer family at a module for one test; put back whatever was set before."""
+    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+    yield lambda spec: set_overrides({**before, "flashinfer": spec})
+    set_overrides(before)
+
+
+@pytest.fixture(scope="module")
+def report():
+    """Rows filled in by the tests; printed and (GDN_MUTANT_REPORT) written once the module is done."""
+    rows: dict[str, dict] = {"mutants": {}, "false_positive": {}}
+    yield rows
+    print("\n" + "\n".join(f"{name:30s} {r['target']:29s} first@{r['first_failure']!s:>4s} {r['failure']:20s} "
+                           f"{r['shrunk']}" for name, r in sorted(rows["mutants"].items())))
+    if path := os.environ.get("GDN_MUTANT_REPORT"):
+        with open(path, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECT), ids=str)
+def test_fuzzer_finds_and_shrinks(name, override, report):
+    exp, mutant = EXPECT[name], MUTANTS[name]
+    mutant.kernels.clear()  # the compile cache persists across examples of this run, never across runs
+    override(f"tests.mutants:{name}")
+    run = fuzz(exp.target, exp.op, MAX_EXAMPLES)
+    assert run.raised is not None, f"{name}: no failure in {run.examples} examples on {exp.target} {exp.op}"
+    shrunk, failure = run.failing[-1]
+    report["mutants"][name] = dict(target=exp.target, op=exp.op, first_failure=run.first_failure, examples=run.examples,
+                        failure=type(failure).__name__, shrunk=repr(shrunk))
+    assert failure is run.raised, "the re-raised failure is the last case run"
+    assert isinstance(failure, exp.failures), f"{name}: {type(failure).__name__}: {failure}"
+    assert exp.minimal(shrunk), f"{name}: shrunk case not minimal ({exp.why}): {shrunk!r}"
+    assert Case.parse(repr(shrunk)) == shrunk  # the report line is a reproduction
+
+
+def test_correct_standin_has_no_findings(override, report):
+    override("fuzz.standins.flashinfer_cpu")
+    pairs = [(t.name, op) for t in TARGETS if t.family.name == "flashinfer" for op in sorted(t.support.ops)]
+    runs = {pair: fuzz(*pair, FP_EXAMPLES) for pair in pairs}
+    total = sum(r.examples for r in runs.values())
+    found = {f"{t} {op}": f"{r.failing[-1][0]!r}: {r.raised}" for (t, op), r in runs.items() if r.raised}
+    report["false_positive"] = dict(examples={f"{t} {op}": r.examples for (t, op), r in runs.items()}, total=total,
+                                    failures=found)
+    print(f"\nfalse-positive run: {total} examples over {len(pairs)} (target, op) pairs, {len(found)} failing")
+    assert total >= 500
+    assert not found, found
