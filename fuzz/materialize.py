@@ -44,7 +44,7 @@ class Guarded:
     before: torch.Tensor
 
     @classmethod
-    def around(cls, shape: tuple, dtype, device, lead: int, spare_dim1: int = 0) -> "Guarded":
+    def around(cls, shape: tuple, dtype, device, lead: int, spare_dim1: int = 0) -> Guarded:
         """Allocate [lead + shape[0] + lead, shape[1] + spare_dim1, *shape[2:]] and view the inner block."""
         full = fill_pattern(torch.empty((shape[0] + 2 * lead, shape[1] + spare_dim1, *shape[2:]), dtype=dtype,
                                         device=device), "guard")

@@ -78,3 +78,4 @@ class Precision:
 
 
 EXACT = Precision()
+SKIP_PADDING = PadContract()

@@ -18,7 +18,7 @@ from typing import Literal
 import torch
 
 from reference.checks import expect_index, expect_shape, head_groups
-from reference.contracts import EXACT, PadContract, Precision
+from reference.contracts import EXACT, SKIP_PADDING, PadContract, Precision
 from reference.recurrence import Gates, LogGates, RawGates, gate_values, run_sequence
 
 Layout = Literal["vk", "kv"]
@@ -37,7 +37,7 @@ class PoolResult:
 
 
 def decode(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, scale=None, use_l2norm=True,
-           layout: Layout = "vk", pad: PadContract = PadContract(), precision: Precision = EXACT,
+           layout: Layout = "vk", pad: PadContract = SKIP_PADDING, precision: Precision = EXACT,
            output=None) -> PoolResult:
     """One token per request (T = 1), state written back to the pool. Shapes as in the module doc."""
     if q.dim() == 4 and q.shape[1] != 1:
@@ -47,7 +47,7 @@ def decode(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, scale=N
 
 
 def mtp_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, scale=None, use_l2norm=True,
-               layout: Layout = "vk", pad: PadContract = PadContract(), precision: Precision = EXACT,
+               layout: Layout = "vk", pad: PadContract = SKIP_PADDING, precision: Precision = EXACT,
                disable_state_update=False, intermediate=None, intermediate_rows=None, token_slots=None,
                output=None) -> PoolResult:
     """T tokens per request. Extras over decode:
@@ -80,7 +80,7 @@ def mtp_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, sca
 
 
 def prefill(q, k, v, gates: Gates, cu_seqlens, pool, read_slots, *, write_slots=None, scale=None,
-            use_l2norm=True, layout: Layout = "vk", pad: PadContract = PadContract(),
+            use_l2norm=True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
             precision: Precision = EXACT) -> PoolResult:
     """Varlen prefill: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs,
     starting from pool[read_slots[n]] and written back to pool[write_slots[n]] (default the same)."""
@@ -102,7 +102,7 @@ def prefill(q, k, v, gates: Gates, cu_seqlens, pool, read_slots, *, write_slots=
 
 
 def commit(pool, intermediate, slots, accepted, *, rows=None, layout: Layout = "vk",
-           pad: PadContract = PadContract()) -> torch.Tensor:
+           pad: PadContract = SKIP_PADDING) -> torch.Tensor:
     """After acceptance: pool[slots[n]] = intermediate[rows[n], accepted[n] - 1] (rows default: batch row).
     Rows with a padded slot, no row (-1) or accepted < 1 are skipped. Returns the new pool."""
     B = slots.shape[0] if isinstance(slots, torch.Tensor) else -1
@@ -136,11 +136,13 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
     if intermediate is not None:
         expect_shape("intermediate", intermediate, (None, None) + state_shape, "[R, steps, " + what[4:])
         if intermediate.shape[1] < max_T:
-            raise ValueError(f"intermediate: expected [R, steps >= T = {max_T}, ...], got steps = {intermediate.shape[1]}")
+            raise ValueError(f"intermediate: expected [R, steps >= T = {max_T}, ...], "
+                             f"got steps = {intermediate.shape[1]}")
         intermediate_rows = torch.arange(N) if intermediate_rows is None else intermediate_rows
         expect_index("intermediate_rows", intermediate_rows, (N,), "[B]")
         if max(intermediate_rows.tolist(), default=-1) >= intermediate.shape[0]:
-            raise ValueError(f"intermediate: expected R > every intermediate_rows entry, got R = {intermediate.shape[0]}")
+            raise ValueError("intermediate: expected R > every intermediate_rows entry, "
+                             f"got R = {intermediate.shape[0]}")
     c = precision.compute
     scale = K ** -0.5 if scale is None else scale
     to_vk = (lambda s: s) if layout == "vk" else (lambda s: s.transpose(-1, -2))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pytest
 from hypothesis import HealthCheck, Verbosity, given, settings
@@ -147,8 +147,8 @@ def test_fuzzer_finds_and_shrinks(name, override, report):
     run = fuzz(exp.target, exp.op, MAX_EXAMPLES)
     assert run.raised is not None, f"{name}: no failure in {run.examples} examples on {exp.target} {exp.op}"
     shrunk, failure = run.failing[-1]
-    report["mutants"][name] = dict(target=exp.target, op=exp.op, first_failure=run.first_failure, examples=run.examples,
-                        failure=type(failure).__name__, shrunk=repr(shrunk))
+    report["mutants"][name] = dict(target=exp.target, op=exp.op, first_failure=run.first_failure,
+                                   examples=run.examples, failure=type(failure).__name__, shrunk=repr(shrunk))
     assert failure is run.raised, "the re-raised failure is the last case run"
     assert isinstance(failure, exp.failures), f"{name}: {type(failure).__name__}: {failure}"
     assert exp.minimal(shrunk), f"{name}: shrunk case not minimal ({exp.why}): {shrunk!r}"

@@ -28,8 +28,8 @@ def test_softplus_matches_torch_softplus_threshold_20():
 
 def test_gate_path_is_linear_above_the_threshold():
     a = torch.tensor([[19.0, 25.0, 100.0]], dtype=F64)
-    raw = RawGates(A_log=torch.tensor([0.3, -0.2, 0.0], dtype=F64), a=a, dt_bias=torch.tensor([0.5, -4.0, 0.0], dtype=F64),
-                   b=torch.zeros(1, 3, dtype=F64))
+    raw = RawGates(A_log=torch.tensor([0.3, -0.2, 0.0], dtype=F64), a=a,
+                   dt_bias=torch.tensor([0.5, -4.0, 0.0], dtype=F64), b=torch.zeros(1, 3, dtype=F64))
     g, beta = gate_values(raw)
     x = a + raw.dt_bias
     assert torch.equal(g[0, 1:], -torch.exp(raw.A_log[1:]) * x[0, 1:])  # 21 and 100: exactly -exp(A_log) x

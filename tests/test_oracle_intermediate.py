@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oracle_helpers import (F64, PROPERTY, assert_close64, assert_untouched, decode_by_decode, generator, make_case,
-                            seeds, shapes, tokens, verify)
+                            randn, seeds, shapes, tokens, verify)
 from reference import commit, mtp_verify
 
 
@@ -99,8 +99,8 @@ def test_commit_equals_running_only_the_accepted_tokens(shape, seed, data):
 
 
 def test_commit_skips_padded_slots_missing_rows_and_zero_accepted():
-    pool = torch.randn(5, 2, 3, 4, dtype=F64)
-    inter = torch.randn(4, 3, 2, 3, 4, dtype=F64)
+    gen = generator(0)
+    pool, inter = randn(gen, 5, 2, 3, 4), randn(gen, 4, 3, 2, 3, 4)
     slots, accepted = torch.tensor([1, -1, 2, 3]), torch.tensor([2, 3, 0, 3])
     rows = torch.tensor([3, 0, 1, -1])
     new = commit(pool, inter, slots, accepted, rows=rows)

@@ -146,7 +146,7 @@ class Target:
             return str(e)
         if self.declared().arch:
             if profile_device != "cuda" or not torch.cuda.is_available():
-                return f"needs a CUDA GPU of compute capability {self.support.arch}; this run's device is {profile_device}"
+                return f"needs a CUDA GPU, compute capability {self.support.arch}; device here: {profile_device}"
             major = torch.cuda.get_device_capability()[0]
             if major not in self.support.arch:
                 return f"needs compute capability major in {self.support.arch}; this GPU is sm_{major}x"

@@ -1,0 +1,88 @@
+"""The generator reaches every shipped bug class (hypothesis.find proves a drawing exists), and every drawn
+Case round-trips through its coordinate."""
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+from hypothesis import strategies as st
+
+from fuzz.case import Case
+from fuzz.profiles import BUDGETS
+from fuzz.strategies import INT32_ELEMENTS, cases
+from fuzz.targets import TARGETS, set_overrides
+
+BY_NAME = {t.name: t for t in TARGETS}
+FIND = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def cpu_flashinfer():
+    set_overrides({"flashinfer": "fuzz.standins.flashinfer_cpu"})
+    yield
+    set_overrides({})
+
+
+def _identity(c: Case) -> bool:
+    return c.read_slots == tuple(range(c.B))
+
+
+REACHABLE = {
+    "negative padding index": ("flashinfer-pretranspose-fp32", "decode", lambda c: any(c.padded)),
+    "all rows padded": ("flashinfer-mtp-fp32", "verify", lambda c: c.B >= 2 and all(c.padded)),
+    "intermediate rows by slot (pool > B, non-identity map)": (
+        "flashinfer-mtp-fp32", "verify",
+        lambda c: c.inter_rows and c.pool > c.B and not _identity(c) and max(c.read_slots) >= c.B),
+    "split read/write slots": ("flashinfer-pretranspose-fp32", "decode", lambda c: c.write_slots is not None),
+    "per-token scatter": ("flashinfer-mtp-fp32", "verify", lambda c: c.token_slots is not None),
+    "strided pool": ("flashinfer-bf16", "verify", lambda c: c.pool_gap > 0),
+    "sliced intermediate buffer": ("sglang-sigmoid", "verify", lambda c: c.inter_spare_steps > 0),
+    "explicit intermediate rows": ("sglang-sigmoid", "verify", lambda c: c.inter_index is not None),
+    "T beyond 4 with state update off": ("flashinfer-mtp-fp32", "verify", lambda c: c.T > 4 and not c.update),
+    "fp16 inputs": ("flashinfer-bf16", "decode", lambda c: c.input_dtype == "fp16"),
+    "int64 indices": ("flashinfer-bf16", "decode", lambda c: c.index_dtype == "i64"),
+    "GVA ratio 4": ("flashinfer-mtp-fp32", "verify", lambda c: c.HV == 4 * c.H),
+    "HV not a multiple of H": ("flashinfer-mtp-fp32", "verify", lambda c: c.HV % c.H != 0),
+    "K != V": ("fla-recurrent", "verify", lambda c: c.K != c.V),
+    "both state layouts": ("fla-recurrent", "decode", lambda c: c.layout == "kv"),
+    "saturated gates": ("sglang-packed", "decode", lambda c: c.gate == "saturated"),
+    "softplus threshold crossing": ("sglang-packed", "decode", lambda c: c.gate == "threshold"),
+    "bf16 state pool": ("flashinfer-bf16", "verify", lambda c: c.state_dtype == "bf16" and c.T > 1),
+    "varlen with an empty sequence": ("fla-recurrent", "prefill", lambda c: 0 in c.seqlens and c.B >= 2),
+}
+
+
+@pytest.mark.parametrize("bug", REACHABLE, ids=lambda s: s.replace(" ", "_"))
+def test_strategy_reaches(bug):
+    name, op, predicate = REACHABLE[bug]
+    found = find(cases(BY_NAME[name], op, BUDGETS["ci"]), predicate, settings=FIND)
+    assert predicate(found)
+
+
+def test_large_slot_ids_reach_int32_overflow_on_gpu_budgets():
+    target = BY_NAME["flashinfer-mtp-fp32"]
+    found = find(cases(target, "decode", BUDGETS["h200"]),
+                 lambda c: max(c.read_slots) * c.HV * c.K * c.V >= INT32_ELEMENTS, settings=FIND)
+    assert found.pool * found.HV * found.K * found.V > INT32_ELEMENTS
+
+
+def test_cpu_budget_never_draws_large_pools():
+    target = BY_NAME["flashinfer-mtp-fp32"]
+    with pytest.raises(Exception, match="No examples"):
+        find(cases(target, "verify", BUDGETS["ci"]), lambda c: c.pool > 1000, settings=FIND)
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=str)
+@settings(max_examples=40, database=None, suppress_health_check=list(HealthCheck), deadline=None)
+@given(data=st.data())
+def test_drawn_cases_round_trip_and_respect_support(target, data):
+    op = data.draw(st.sampled_from(sorted(target.support.ops)))
+    case = data.draw(cases(target, op, BUDGETS["ci"]))
+    assert Case.parse(repr(case)) == case
+    assert Case.from_json(case.to_json()) == case
+    sup = target.declared()
+    assert case.state_dtype in sup.state_dtypes and case.layout in sup.layouts
+    written = [s for s in (case.write_slots or case.read_slots) if s >= 0 and not (case.null == 0 and s == 0)]
+    assert len(written) == len(set(written)), "duplicate written slots race by contract"
+    assert all(s < case.pool for s in case.read_slots)
+    if not sup.pool:
+        assert _identity(case) and case.pool == case.B
+    if case.inter_rows:
+        assert case.inter_steps >= case.T
