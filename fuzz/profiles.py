@@ -38,7 +38,7 @@ _DB_DIR = os.environ.get("GDN_FUZZ_DB", ".hypothesis/gdn-examples")
 
 def register_profiles() -> None:
     common = dict(deadline=None, suppress_health_check=_SLOW, print_blob=True)
-    settings.register_profile("ci", max_examples=110, derandomize=True, database=None, **common)
+    settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **common)
     settings.register_profile("dev", max_examples=300, database=DirectoryBasedExampleDatabase(_DB_DIR), **common)
     settings.register_profile("gate", max_examples=200, derandomize=True, database=None,
                               phases=[Phase.explicit, Phase.generate, Phase.shrink], **common)

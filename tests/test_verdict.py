@@ -1,0 +1,98 @@
+"""Verdict logic on a hand-built target: the oracle itself (must pass) and single planted faults."""
+import pytest
+import torch
+
+import reference
+from fuzz import verdict
+from fuzz.case import Case
+from fuzz.harness import check
+from fuzz.materialize import has_pattern
+from fuzz.semantics import Semantics
+from fuzz.targets.base import Family, Support, Target
+from fuzz.tolerance import TOLERANCES, Tol
+
+CASE = Case.parse("verify-B2-T3-H1-HV2-K4-V8-pool5-pad1-fp32state-fp32in-i32-vk-gate_mild-seed11-slots[3,-1]"
+                  "-inter3x4+1-rows[2,0]")
+
+
+class OracleTarget(Target):
+    """Answers with the float32 oracle, then applies `fault` to what it wrote."""
+
+    name, path = "oracle-fp32", "test.oracle"
+    family = Family("test", ())
+    support = Support(ops=frozenset({"verify"}), intermediate=True, explicit_rows=True)
+
+    def __init__(self, fault=None):
+        self.fault = fault
+
+    def semantics(self):
+        return Semantics(pad=reference.PadContract("negative", "zero_state", "skip"))
+
+    def call(self, case, t):
+        sem = self.semantics()
+        res = reference.mtp_verify(
+            t.q, t.k, t.v, reference.RawGates(t.A_log, t.a, t.dt_bias, t.b), t.pool.view, t.read_slots,
+            pad=sem.pad, precision=sem.precision(case), intermediate=t.inter.view, intermediate_rows=t.inter_index,
+            disable_state_update=not case.update)
+        t.pool.view.copy_(res.pool)
+        t.inter.view.copy_(res.intermediate)
+        t.output.view.copy_(res.output)
+        if self.fault:
+            self.fault(t)
+        return t.output.view
+
+
+def test_oracle_target_passes():
+    check(OracleTarget(), CASE, "cpu")
+
+
+FAULTS = {
+    "write before the pool": (lambda t: t.pool.full[1].fill_(0.0), verdict.GuardBreach),
+    "write after the intermediate buffer": (lambda t: t.inter.full[-1, 0].fill_(1.0), verdict.GuardBreach),
+    "touch an unwritten slot": (lambda t: t.pool.view[4].add_(1e-3), verdict.PoolCorruption),
+    "touch an unwritten intermediate row": (lambda t: t.inter.view[1].fill_(0.0), verdict.PoolCorruption),
+    "skip one output row": (lambda t: t.output.view[0, 1].copy_(t.output.before_view[0, 1]), verdict.UnwrittenOutput),
+    "NaN in the output": (lambda t: t.output.view[0, 2, 1, 3].fill_(float("nan")), verdict.NonFinite),
+    "output off by 1e-3": (lambda t: t.output.view[0, 0, 0, 0].add_(1e-3), verdict.OutputMismatch),
+    "state off by 1e-3": (lambda t: t.pool.view[3, 1, 2, 2].add_(1e-3), verdict.StateMismatch),
+    "intermediate step off": (lambda t: t.inter.view[2, 1, 0, 0, 0].add_(1e-3), verdict.IntermediateMismatch),
+}
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda s: s.replace(" ", "_"))
+def test_planted_fault_is_its_own_failure_kind(fault):
+    plant, kind = FAULTS[fault]
+    with pytest.raises(kind, match="verify-B2-T3"):
+        check(OracleTarget(plant), CASE, "cpu")
+
+
+def test_error_within_the_floor_passes():
+    check(OracleTarget(lambda t: t.output.view[0, 0, 0, 0].add_(1e-7)), CASE, "cpu")
+
+
+def test_invalid_head_ratio_must_be_rejected():
+    check(OracleTarget(), CASE.replace(H=2, HV=3), "cpu")  # the oracle raises ValueError: a clean rejection
+
+    class Unchecked(OracleTarget):
+        def call(self, case, t):
+            return t.output.view
+
+    with pytest.raises(verdict.AcceptedInvalidInput, match="HV=3 is not a multiple of H=2"):
+        check(Unchecked(), CASE.replace(H=2, HV=3), "cpu")
+
+
+def test_tolerance_rule_scales_with_model_error_and_T():
+    tol = Tol(c=2, rel=1e-3, abs=0.0, growth=0.5)
+    assert tol.bound(model_err=0.0, scale=1.0, T=1) == pytest.approx(1e-3)
+    assert tol.bound(model_err=0.01, scale=1.0, T=1) == pytest.approx(0.021)
+    assert tol.bound(model_err=0.0, scale=1.0, T=5) == pytest.approx(3e-3)
+    assert all(t.c >= 1 for t in TOLERANCES.values())
+
+
+def test_poison_and_guard_patterns_are_nan_and_distinct():
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        from fuzz.materialize import fill_pattern
+
+        g, p = fill_pattern(torch.empty(3, dtype=dtype), "guard"), fill_pattern(torch.empty(3, dtype=dtype), "poison")
+        assert g.isnan().all() and p.isnan().all()
+        assert has_pattern(g, "guard").all() and not has_pattern(g, "poison").any()
