@@ -16,6 +16,9 @@ def pytest_addoption(parser):
     group.addoption("--gdn-target", action="append", default=[], metavar="FAMILY=module.path[:attr]",
                     help="fuzz an importable module exposing a family's API (flashinfer, fla, sglang) instead of "
                          "the installed library; it runs on the profile's device")
+    group.addoption("--gdn-report", default=None, metavar="FILE.json",
+                    help="write the run's summary (examples per target and operation, unavailable targets and "
+                         "why, failures with their reproduction coordinates) as JSON")
     group.addoption("--gdn-require", default="", metavar="FAMILY,...",
                     help="families that must be available: an unavailable target fails instead of skipping")
 
@@ -65,11 +68,22 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("target", params)
 
 
+def pytest_runtest_logreport(report):
+    if report.failed and report.when == "call":
+        FAILURES.append({"test": report.nodeid, "message": str(getattr(report.longrepr, "reprcrash", report.longrepr))})
+
+
+FAILURES: list[dict] = []
+
+
 def pytest_terminal_summary(terminalreporter, config):
     if SESSION not in config.stash:
         return
     from fuzz.targets import TARGETS
 
+    session = config.stash[SESSION]
     terminalreporter.section("gdn-fuzz targets")
-    for line in config.stash[SESSION].summary_lines(TARGETS):
+    for line in session.summary_lines(TARGETS):
         terminalreporter.write_line(line)
+    if config.getoption("gdn_report"):
+        session.write_report(config.getoption("gdn_report"), TARGETS, FAILURES)

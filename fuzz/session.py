@@ -1,8 +1,10 @@
 """Run-wide state of one pytest session: the profile's budget, and what ran on which target."""
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -39,6 +41,18 @@ class FuzzSession:
                 lines.append(f"  {t.name:34s} ran ({origin}, {t.family.version() or 'no version'}): "
                              f"{runs or 'no examples (not selected)'}")
         return lines
+
+
+    def write_report(self, path: str, targets, failures: list[dict]) -> None:
+        report = {
+            "profile": self.profile, "device": self.budget.device,
+            "targets": {t.name: {"unavailable": self.reason_unavailable(t),
+                                 "version": None if self.reason_unavailable(t) else t.family.version(),
+                                 "examples": {op: n for (name, op), n in self.examples.items() if name == t.name}}
+                        for t in targets},
+            "failures": failures,
+        }
+        Path(path).write_text(json.dumps(report, indent=1) + "\n")
 
 
 def fuzz_test(op: str):

@@ -16,7 +16,6 @@ from fuzz.materialize import GATE_REGIMES
 from fuzz.profiles import Budget
 from fuzz.targets.base import Target
 
-T_CHOICES = (1, 2, 3, 4, 5, 6, 8, 12, 16)
 GATES = tuple(GATE_REGIMES) + ("mixed",)
 INT32_ELEMENTS = 2**31
 
@@ -32,7 +31,7 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
         HV = H + 1  # illegal GVA ratio: every target must reject it cleanly
     max_T = min(budget.max_T, sup.max_T or budget.max_T)
     min_T = sup.verify_min_T if op == "verify" else 1
-    T = 1 if op == "decode" else draw(st.sampled_from([t for t in T_CHOICES if min_T <= t <= max_T]))
+    T = 1 if op == "decode" else draw(st.sampled_from([t for t in budget.t_choices if min_T <= t <= max_T]))
     B = draw(st.integers(1, budget.max_B))
     seqlens = tuple(draw(st.lists(st.integers(0, max_T), min_size=B, max_size=B))) if op == "prefill" else ()
     if op == "prefill":
@@ -54,9 +53,9 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
         **slots, inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index,
         state_dtype=draw(st.sampled_from(sup.state_dtypes)), input_dtype=draw(st.sampled_from(sup.input_dtypes)),
         index_dtype=draw(st.sampled_from(sup.index_dtypes)), layout=draw(st.sampled_from(sup.layouts)),
-        gate=draw(st.sampled_from(GATES)), scale=draw(st.sampled_from((None, 1.0, 0.25))),
+        gate=draw(st.sampled_from(GATES)), scale=draw(st.sampled_from(budget.scales)),
         l2norm=not (sup.l2norm_off and draw(st.integers(0, 4)) == 0), update=update,
-        pool_gap=draw(st.sampled_from((0, 1, 3))) if sup.strided_pool and strided_ok else 0,
+        pool_gap=draw(st.sampled_from(budget.gaps)) if sup.strided_pool and strided_ok else 0,
     )
 
 
