@@ -7,6 +7,7 @@ import pytest
 
 from fuzz.profiles import budget_for, register_profiles
 from fuzz.session import FuzzSession
+from fuzz.worker import DEFAULT_TIMEOUT
 
 register_profiles()
 
@@ -21,6 +22,13 @@ def pytest_addoption(parser):
                          "why, failures with their reproduction coordinates) as JSON")
     group.addoption("--gdn-require", default="", metavar="FAMILY,...",
                     help="families that must be available: an unavailable target fails instead of skipping")
+    group.addoption("--gdn-isolate", action="store_true", default=False,
+                    help="run each check in a worker process restarted after a crash or hang (KernelCrash, "
+                         "KernelHang failures) instead of in pytest's process; off by default, use it on the GPU "
+                         "profiles (h200, b200): an illegal memory access poisons the CUDA context of its process")
+    group.addoption("--gdn-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                    help=f"with --gdn-isolate: seconds one check may take before it is a KernelHang "
+                         f"(default {DEFAULT_TIMEOUT:g})")
 
 
 def pytest_configure(config):
@@ -41,7 +49,8 @@ def pytest_configure(config):
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
     required = frozenset(f for f in config.getoption("gdn_require").split(",") if f)
-    config.stash[SESSION] = FuzzSession(profile, budget, required)
+    config.stash[SESSION] = FuzzSession(profile, budget, required, isolate=config.getoption("gdn_isolate"),
+                                        timeout=config.getoption("gdn_timeout"))
 
 
 SESSION = pytest.StashKey[FuzzSession]()

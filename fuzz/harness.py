@@ -10,7 +10,7 @@ from fuzz.case import Case
 from fuzz.materialize import Tensors, materialize
 from fuzz.semantics import Semantics
 from fuzz.targets.base import Target
-from fuzz.verdict import AcceptedInvalidInput, Expected, RejectedValidInput, judge
+from fuzz.verdict import AcceptedInvalidInput, Expected, GdnFailure, RejectedValidInput, judge
 from reference import LogGates, Precision, RawGates
 
 
@@ -44,23 +44,37 @@ def dispatch_bucket(target: Target, case: Case) -> str:
 
 def check(target: Target, case: Case, device: str) -> None:
     """Raise a verdict.GdnFailure subclass if the target disagrees with the oracle on this case."""
+    failure = _differential(target, case, device)
+    if failure is not None:
+        raise failure
+
+
+def _differential(target: Target, case: Case, device: str) -> GdnFailure | None:
+    """The check itself. A failure is returned with its traceback cut: Hypothesis keeps failures alive while
+    it shrinks, and frames holding a case's tensors (8 GiB pools on GPU) must not stay with them."""
     sem = target.semantics()
     t = materialize(case, device)
     event(f"contract: {sem.pad.read}/{sem.pad.write}, padded rows {'yes' if any(case.padded) else 'no'}")
     event(f"gate regime: {case.gate}")
-    if not case.valid:
-        try:
-            target.call(case, t)
-        except Exception as e:  # noqa: BLE001 - any clean error is a rejection
-            event(f"rejected invalid input: {type(e).__name__}")
-            return
-        raise AcceptedInvalidInput(f"{case!r}: HV={case.HV} is not a multiple of H={case.H}, yet the call returned")
-    event(f"bucket: {dispatch_bucket(target, case)}")
-    expected = Expected(exact=oracle(case, t, sem, reference.EXACT), model=oracle(case, t, sem, sem.precision(case)))
     try:
-        got = target.call(case, t)
-    except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
-        raise RejectedValidInput(f"{case!r}: {type(e).__name__}: {e}") from e
-    if device == "cuda":
-        torch.cuda.synchronize()
-    judge(case, target.path, sem, t.pool, t.inter, t.output, got, expected)
+        if not case.valid:
+            try:
+                target.call(case, t)
+            except Exception as e:  # noqa: BLE001 - any clean error is a rejection
+                event(f"rejected invalid input: {type(e).__name__}")
+                return None
+            raise AcceptedInvalidInput(f"{case!r}: HV={case.HV} is not a multiple of H={case.H}, yet it ran")
+        event(f"bucket: {dispatch_bucket(target, case)}")
+        expected = Expected(exact=oracle(case, t, sem, reference.EXACT),
+                            model=oracle(case, t, sem, sem.precision(case)))
+        try:
+            got = target.call(case, t)
+        except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
+            raise RejectedValidInput(f"{case!r}: {type(e).__name__}: {e}") from None
+        if device == "cuda":
+            torch.cuda.synchronize()
+        judge(case, target.path, sem, t.pool, t.inter, t.output, got, expected)
+    except GdnFailure as failure:
+        failure.__context__ = failure.__cause__ = None  # the library's exception holds frames too
+        return failure.with_traceback(None)
+    return None

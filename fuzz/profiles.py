@@ -45,10 +45,11 @@ _DB_DIR = os.environ.get("GDN_FUZZ_DB", ".hypothesis/gdn-examples")
 
 def register_profiles() -> None:
     common = dict(deadline=None, suppress_health_check=_SLOW, print_blob=True)
+    if os.environ.get("GDN_FUZZ_NO_SHRINK"):  # triage runs: report first failures, skip the (compile-heavy) shrink
+        common["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
     settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **common)
     settings.register_profile("dev", max_examples=300, database=DirectoryBasedExampleDatabase(_DB_DIR), **common)
-    settings.register_profile("gate", max_examples=200, derandomize=True, database=None,
-                              phases=[Phase.explicit, Phase.generate, Phase.shrink], **common)
+    settings.register_profile("gate", max_examples=200, derandomize=True, database=None, **common)
     gpu_examples = int(os.environ.get("GDN_FUZZ_GPU_EXAMPLES", "5000"))  # per test; the campaign runner sets it
     for gpu in ("h200", "b200"):
         settings.register_profile(gpu, max_examples=gpu_examples, database=DirectoryBasedExampleDatabase(_DB_DIR),

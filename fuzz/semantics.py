@@ -71,8 +71,11 @@ KNOWN_BUGS = {
     "unchecked-gva": "HV not a multiple of H is accepted and computed with a wrong head map",
     "strided-write-lost": "@input_guard .contiguous() copies the pool / intermediate buffer: writes to a strided "
                           "view are lost",
+    "size1-layout": "CuTe DSL compile fails (\"Can't deduce the leading dimension\") at B = 1, H = HV = 1; "
+                    "the exact trigger is not isolated yet; masked by drawing HV >= 2",
 }
 UNCHECKED_GVA = frozenset({"unchecked-gva"})
+SIZE1 = frozenset({"size1-layout"})
 
 SKIP_ZERO = PadContract("negative", "skip_zero", "skip")
 ZERO_STATE = PadContract("negative", "zero_state", "skip")
@@ -93,13 +96,13 @@ TABLE: tuple[Row, ...] = (
         pad=ZERO_STATE, gates="log", known_bugs=UNCHECKED_GVA | {"strided-write-lost"})),
     # FlashInfer 0.7.4 (flashinfer_gdn.md §4). Inputs are consumed as bf16 (as_bf16), output is bf16.
     Row("flashinfer.pretranspose.fp32", ">=0.6.5", Semantics(
-        pad=PadContract("negative", "skip_zero", "slot0"), inputs_as="bf16", output="bf16",
+        pad=PadContract("negative", "skip_zero", "slot0"), inputs_as="bf16", output="bf16", known_bugs=SIZE1,
         why="pool_idx < 0: output row zeroed, no state I/O; out_pool_idx < 0 -> 0")),
     Row("flashinfer.bf16", ">=0.6.5", Semantics(
-        pad=PadContract("negative", "slot0", "slot0"), inputs_as="bf16", output="bf16",
+        pad=PadContract("negative", "slot0", "slot0"), inputs_as="bf16", output="bf16", known_bugs=SIZE1,
         why="cache_idx < 0 -> 0 for read and write; padded output undefined")),
     Row("flashinfer.mtp.fp32", ">=0.6.5", Semantics(
-        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16",
+        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16", known_bugs=SIZE1,
         why="cache_idx < 0: row skipped, caller's output untouched; write idx < 0: write-back skipped")),
 )
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from fuzz.harness import check
 from fuzz.profiles import Budget
 from fuzz.strategies import cases
 from fuzz.targets.base import Target
+from fuzz.worker import DEFAULT_TIMEOUT, check_isolated
 
 
 @dataclass
@@ -23,6 +25,8 @@ class FuzzSession:
     required: frozenset  # families whose unavailability is an error, not a skip
     examples: Counter = field(default_factory=Counter)  # (target, op) -> examples run
     unavailable: dict = field(default_factory=dict)  # target name -> reason
+    isolate: bool = False  # --gdn-isolate: checks run in a restartable worker process (fuzz.worker)
+    timeout: float = DEFAULT_TIMEOUT  # --gdn-timeout: seconds per isolated call before KernelHang
 
     def reason_unavailable(self, target: Target) -> str | None:
         if target.name not in self.unavailable:
@@ -40,8 +44,21 @@ class FuzzSession:
                 runs = ", ".join(f"{op} {n}" for (name, op), n in sorted(self.examples.items()) if name == t.name)
                 lines.append(f"  {t.name:34s} ran ({origin}, {t.family.version() or 'no version'}): "
                              f"{runs or 'no examples (not selected)'}")
+        if self.isolate:
+            from fuzz.worker import stats
+
+            s = stats()
+            cost = f", {sum(s.start_seconds) / len(s.start_seconds):.2f} s per start" if s.start_seconds else ""
+            lines.append(f"  isolated in worker processes (timeout {self.timeout:g} s): {s.calls} calls, "
+                         f"{s.starts} starts ({s.restarts} restarts{cost}), {s.crashes} crashes, {s.hangs} hangs")
         return lines
 
+
+    def log_failure(self, target: Target, error: Exception) -> None:
+        """Append each failing example to $GDN_FUZZ_LIVE_LOG as it happens (survives a killed run)."""
+        if path := os.environ.get("GDN_FUZZ_LIVE_LOG"):
+            with open(path, "a") as f:
+                f.write(f"{target.name}\t{type(error).__name__}\t{str(error).splitlines()[0][:1000]}\n")
 
     def write_report(self, path: str, targets, failures: list[dict]) -> None:
         report = {
@@ -65,7 +82,14 @@ def fuzz_test(op: str):
             pytest.fail(f"{target.name} is required but unavailable: {reason}")
         case = data.draw(cases(target, op, gdn.budget), label="case")
         gdn.examples[(target.name, op)] += 1
-        check(target, case, target.device(gdn.budget.device))
+        try:
+            if gdn.isolate:
+                check_isolated(target, case, target.device(gdn.budget.device), gdn.timeout)
+            else:
+                check(target, case, target.device(gdn.budget.device))
+        except Exception as e:
+            gdn.log_failure(target, e)
+            raise
 
     test.gdn_op = op
     return test

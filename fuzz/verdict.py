@@ -53,8 +53,17 @@ class AcceptedInvalidInput(GdnFailure):
     """The target ran a case it must reject (e.g. HV not a multiple of H)."""
 
 
+class KernelCrash(GdnFailure):
+    """The isolated worker process died during the call (signal, nonzero exit) or its CUDA context was
+    poisoned (illegal memory access, launch failure): the message carries the kernel's error text."""
+
+
+class KernelHang(GdnFailure):
+    """The call did not return within the per-call timeout; the worker was killed."""
+
+
 FAILURE_KINDS = (OutputMismatch, StateMismatch, IntermediateMismatch, PoolCorruption, GuardBreach,
-                 UnwrittenOutput, NonFinite, RejectedValidInput, AcceptedInvalidInput)
+                 UnwrittenOutput, NonFinite, RejectedValidInput, AcceptedInvalidInput, KernelCrash, KernelHang)
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
     to_vk = (lambda s: s) if layout == "vk" else (lambda s: s.transpose(-1, -2))
     pool_out = pool.clone()
     inter_out = None if intermediate is None else intermediate.clone()
-    out = torch.zeros(N_tok, HV, V, dtype=c) if output is None else output.to(c).clone()
+    out = torch.zeros(N_tok, HV, V, dtype=c, device=pool.device) if output is None else output.to(c).clone()
     written_slots, written_rows = set(), set()
     for n in range(N):
         tokens = slice(cu[n], cu[n + 1])
@@ -159,7 +159,7 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
                 out[tokens] = 0
             continue
         if padded and pad.read == "zero_state":
-            S0 = torch.zeros(HV, V, K, dtype=c)
+            S0 = torch.zeros(HV, V, K, dtype=c, device=pool.device)
         else:
             S0 = to_vk(pool[0 if padded else read]).to(c)
         o, states = run_sequence(S0, precision.load(q[tokens]), precision.load(k[tokens]), precision.load(v[tokens]),

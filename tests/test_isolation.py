@@ -1,0 +1,152 @@
+"""Crash isolation (`fuzz.worker`) on the CPU. The flashinfer family points at tests/crashing_standin.py, a
+correct stand-in that segfaults on a padded row under GVA (HV > H), exits on T=2, hangs on T=3, poisons its
+"CUDA context" on T=4 and answers wrong on T=5. The fuzzing process must survive all of it: a crash is a
+KernelCrash that Hypothesis shrinks like any other failure, a hang a KernelHang bounded by the timeout, and
+the examples after a crash run in a restarted worker.
+
+`pytest -s` prints the crash run's numbers (examples, crashes, restarts, seconds per worker start).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, Verbosity, given, settings
+
+import tests.crashing_standin as standin
+from fuzz import worker
+from fuzz.case import Case
+from fuzz.harness import check
+from fuzz.profiles import BUDGETS
+from fuzz.strategies import cases
+from fuzz.targets import FAMILIES, TARGETS, set_overrides
+from fuzz.verdict import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
+
+BY_NAME = {t.name: t for t in TARGETS}
+PRETRANSPOSE, MTP = BY_NAME["flashinfer-pretranspose-fp32"], BY_NAME["flashinfer-mtp-fp32"]
+TIMEOUT = 60.0  # per call, for everything but the hang test
+HANG_TIMEOUT = 5.0
+
+
+def verify(T: int) -> Case:
+    """One unpadded row; the stand-in's behaviour is chosen by T (1 and 6: correct)."""
+    return Case.parse(f"verify-B1-T{T}-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]-nol2")
+
+
+def isolated_check(target, case, timeout=TIMEOUT) -> None:
+    worker.check_isolated(target, case, "cpu", timeout)  # what fuzz_test calls under --gdn-isolate
+
+
+@pytest.fixture(scope="module")
+def isolated():
+    """The session-cached CPU worker for the crashing stand-in (the parent process imports it too)."""
+    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+    set_overrides({**before, "flashinfer": "tests.crashing_standin"})
+    w = worker.worker_for("cpu", TIMEOUT)
+    yield w
+    w.stop()
+    set_overrides(before)
+
+
+def test_failure_classes_registered():
+    assert {KernelCrash, KernelHang} <= set(FAILURE_KINDS)
+
+
+@dataclass
+class Run:
+    calls: int = 0
+    crashed: list = field(default_factory=list)  # the cases that crashed, in order (the shrunk one last)
+    completed_after_crash: int = 0  # calls that returned normally after the first crash
+
+
+def test_crash_is_a_failure_hypothesis_shrinks(isolated):
+    run, starts = Run(), isolated.stats.starts
+
+    @settings(max_examples=100, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @given(cases(PRETRANSPOSE, "decode", BUDGETS["ci"]))
+    def fuzz(case: Case) -> None:
+        run.calls += 1
+        try:
+            isolated_check(PRETRANSPOSE, case)
+        except KernelCrash:
+            run.crashed.append(case)
+            raise
+        if run.crashed:
+            run.completed_after_crash += 1
+
+    began = time.perf_counter()
+    with pytest.raises(KernelCrash) as info:  # raised in this process: pytest's process is alive
+        fuzz()
+    shrunk, restarts = run.crashed[-1], isolated.stats.starts - starts
+    seconds = isolated.stats.start_seconds[-restarts:]
+    print(f"\ncrash run: {run.calls} examples, {len(run.crashed)} crashed, {run.completed_after_crash} completed "
+          f"after the first crash, {restarts} worker starts ({sum(seconds) / len(seconds):.2f} s each), "
+          f"{time.perf_counter() - began:.1f} s; shrunk to {shrunk!r}")
+    assert all(any(c.padded) and c.HV > c.H for c in run.crashed), "only padded rows under GVA crash the stand-in"
+    assert (shrunk.B, shrunk.padded, shrunk.H, shrunk.HV) == (1, (True,), 1, 2), \
+        f"shrunk case not minimal (B=1, one padded row, H=1, HV=2): {shrunk!r}"
+    message = str(info.value)
+    assert message.startswith(f"{shrunk!r}: ") and "signal SIGSEGV" in message, message
+    assert "crashing_standin.py" in message, f"the child's faulthandler stack is quoted: {message}"
+    assert len(run.crashed) >= 2 and restarts >= len(run.crashed) - 1, "a restarted worker after each crash"
+    # The shrinker's proof that HV=2 is minimal is a passing HV=1 candidate, run after the first crash.
+    assert run.completed_after_crash > 0, "examples after the first crash still ran"
+
+
+def test_exit_is_a_crash_and_the_next_case_runs(isolated):
+    isolated_check(MTP, verify(1))
+    pid = isolated.pid
+    with pytest.raises(KernelCrash, match=r"killed the worker process \(exit code 139\)"):
+        isolated_check(MTP, verify(2))
+    assert not isolated.alive
+    isolated_check(MTP, verify(6))  # a correct case passes in the restarted worker
+    assert isolated.pid not in (None, pid)
+
+
+def test_hang_is_bounded_by_the_timeout(isolated):
+    isolated_check(MTP, verify(1))  # started: the timeout measures the call, not a start
+    began = time.monotonic()
+    with pytest.raises(KernelHang, match=f"did not return within {HANG_TIMEOUT:g} s") as info:
+        isolated_check(MTP, verify(3), timeout=HANG_TIMEOUT)
+    elapsed = time.monotonic() - began
+    assert HANG_TIMEOUT <= elapsed < HANG_TIMEOUT + 3, f"KernelHang after {elapsed:.1f} s"
+    assert "crashing_standin.py" in str(info.value), "the hung child's stack is quoted"
+    isolated_check(MTP, verify(1))
+
+
+def test_poisoned_context_is_a_crash_and_a_restart_clears_it(isolated):
+    # In one process the poison sticks: every later example fails (what isolation exists for).
+    try:
+        with pytest.raises(RejectedValidInput, match="illegal memory access"):
+            check(MTP, verify(4), "cpu")
+        with pytest.raises(RejectedValidInput, match="illegal memory access"):
+            check(MTP, verify(1), "cpu")
+    finally:
+        standin._poisoned = False
+    isolated_check(MTP, verify(1))
+    pid = isolated.pid
+    with pytest.raises(KernelCrash, match=r"poisoned the CUDA context \(RejectedValidInput: RuntimeError: CUDA "
+                                          r"error: an illegal memory access"):
+        isolated_check(MTP, verify(4))
+    isolated_check(MTP, verify(1))  # a fresh worker, a fresh context
+    assert isolated.pid not in (None, pid)
+
+
+def test_verdict_failure_comes_back_as_its_own_class(isolated):
+    isolated_check(MTP, verify(1))
+    pid = isolated.pid
+    with pytest.raises(OutputMismatch) as remote:
+        isolated_check(MTP, verify(5))
+    with pytest.raises(OutputMismatch) as local:
+        check(MTP, verify(5), "cpu")
+    assert str(remote.value) == str(local.value)
+    assert isolated.pid == pid, "a verdict failure keeps the worker"
+
+
+def test_workers_are_cached_per_overrides_and_device(isolated):
+    assert worker.worker_for("cpu") is isolated
+    assert worker.worker_for("cuda") is not isolated  # not started: workers start on their first call
+    with pytest.raises(ValueError, match="registry targets only"):
+        isolated.check("not-a-target", verify(1))
