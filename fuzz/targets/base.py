@@ -133,7 +133,9 @@ class Target:
         return self.support
 
     def semantics(self) -> Semantics:
-        return semantics_for(self.path, self.family.version())
+        sem = semantics_for(self.path, self.family.version())
+        # Known-bug masks belong to the library release they were found in, not to an override module.
+        return dataclasses.replace(sem, known_bugs=frozenset()) if self.overridden else sem
 
     def device(self, profile_device: str) -> str:
         return profile_device
