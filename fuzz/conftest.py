@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,9 @@ def pytest_addoption(parser):
     group.addoption("--gdn-report", default=None, metavar="FILE.json",
                     help="write the run's summary (examples per target and operation, unavailable targets and "
                          "why, failures with their reproduction coordinates) as JSON")
+    group.addoption("--gdn-corpus-out", default=None, metavar="DIR",
+                    help="write each shrunk failure as a corpus entry (JSON) into DIR; `git add` makes it a "
+                         "regression test")
     group.addoption("--gdn-require", default="", metavar="FAMILY,...",
                     help="families that must be available: an unavailable target fails instead of skipping")
     group.addoption("--gdn-isolate", action="store_true", default=False,
@@ -85,6 +89,20 @@ def pytest_runtest_logreport(report):
 FAILURES: list[dict] = []
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With --gdn-corpus-out, a fuzz test's final (shrunk) failures become corpus entries."""
+    report = yield
+    directory = item.config.getoption("gdn_corpus_out")
+    target = getattr(item, "callspec", None) and item.callspec.params.get("target")
+    if directory and report.failed and call.when == "call" and target is not None and "entry" not in item.fixturenames:
+        from fuzz.corpus import save_failures
+
+        for path in save_failures(Path(directory), target, call.excinfo.value):
+            item.config.stash[SESSION].new_corpus.append(str(path))
+    return report
+
+
 def pytest_terminal_summary(terminalreporter, config):
     if SESSION not in config.stash:
         return
@@ -94,5 +112,7 @@ def pytest_terminal_summary(terminalreporter, config):
     terminalreporter.section("gdn-fuzz targets")
     for line in session.summary_lines(TARGETS):
         terminalreporter.write_line(line)
+    for path in session.new_corpus:
+        terminalreporter.write_line(f"  new corpus entry: {path}")
     if config.getoption("gdn_report"):
         session.write_report(config.getoption("gdn_report"), TARGETS, FAILURES)

@@ -9,6 +9,7 @@ Schema 1:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from fuzz.case import Case
 from fuzz.verdict import FAILURE_KINDS
 
 SCHEMA = 1
-CORPUS_DIR = Path(__file__).resolve().parent.parent / "corpus"
+CORPUS_DIR = Path(os.environ.get("GDN_FUZZ_CORPUS") or Path(__file__).resolve().parent.parent / "corpus")
 EXPECTATIONS = {"pass"} | {k.__name__ for k in FAILURE_KINDS}
 
 
@@ -86,3 +87,18 @@ def save(directory: Path, case: Case, target: str, library: str, versions: str, 
                                 "versions": versions, "expect": expect, "issue": issue,
                                 "description": description}, indent=1) + "\n")
     return path
+
+
+def save_failures(directory: Path, target, error: BaseException) -> list[Path]:
+    """Corpus entries for the verdict failures in `error` (one, or an ExceptionGroup of several): each message
+    starts with the failing Case's coordinate. Other exceptions (harness errors) are not findings."""
+    errors = getattr(error, "exceptions", (error,))  # an ExceptionGroup (Python 3.11+, or the 3.10 backport)
+    paths = []
+    for e in errors:
+        if type(e).__name__ not in EXPECTATIONS or ": " not in str(e):
+            continue
+        case = Case.parse(str(e).split(": ", 1)[0])
+        version = target.family.version()
+        paths.append(save(directory, case, target.name, target.family.name, f"=={version}" if version else "",
+                          type(e).__name__, str(e).split(": ", 1)[1].splitlines()[0][:200]))
+    return paths

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.control import current_build_context
 
-from fuzz.harness import check
+from fuzz import verdict
+from fuzz.case import Case
+from fuzz.harness import check, dispatch_bucket
 from fuzz.profiles import Budget
 from fuzz.strategies import cases
 from fuzz.targets.base import Target
@@ -25,6 +28,8 @@ class FuzzSession:
     required: frozenset  # families whose unavailability is an error, not a skip
     examples: Counter = field(default_factory=Counter)  # (target, op) -> examples run
     unavailable: dict = field(default_factory=dict)  # target name -> reason
+    records: list = field(default_factory=list)  # one dict per fuzz example (see record()), for --gdn-report
+    new_corpus: list = field(default_factory=list)  # corpus files written by --gdn-corpus-out
     isolate: bool = False  # --gdn-isolate: checks run in a restartable worker process (fuzz.worker)
     timeout: float = DEFAULT_TIMEOUT  # --gdn-timeout: seconds per isolated call before KernelHang
 
@@ -60,6 +65,15 @@ class FuzzSession:
             with open(path, "a") as f:
                 f.write(f"{target.name}\t{type(error).__name__}\t{str(error).splitlines()[0][:1000]}\n")
 
+    def record(self, test: str, target: Target, case: Case, outcome: str) -> None:
+        """One example's numerics (error-to-bound ratio per judged kind; none under --gdn-isolate, where the
+        verdict runs in the worker) and outcome. `final`: Hypothesis's last replay of a shrunk failure."""
+        self.records.append({
+            "test": test, "target": target.name, "op": case.op, "case": repr(case), "T": case.T,
+            "state_dtype": case.state_dtype, "bucket": dispatch_bucket(target, case),
+            "ratios": {c["kind"]: c["ratio"] for c in verdict.COMPARED}, "outcome": outcome,
+            "final": current_build_context().is_final})
+
     def write_report(self, path: str, targets, failures: list[dict]) -> None:
         report = {
             "profile": self.profile, "device": self.budget.device,
@@ -68,6 +82,7 @@ class FuzzSession:
                                  "examples": {op: n for (name, op), n in self.examples.items() if name == t.name}}
                         for t in targets},
             "failures": failures,
+            "records": self.records,
         }
         Path(path).write_text(json.dumps(report, indent=1) + "\n")
 
@@ -76,12 +91,13 @@ def fuzz_test(op: str):
     """A Hypothesis test for one operation; conftest parametrizes `target` over the registry."""
 
     @given(data=st.data())
-    def test(target: Target, data, gdn: FuzzSession) -> None:
+    def test(target: Target, data, gdn: FuzzSession, request) -> None:
         reason = gdn.reason_unavailable(target)
         if reason:  # reached only for a --gdn-require'd family
             pytest.fail(f"{target.name} is required but unavailable: {reason}")
         case = data.draw(cases(target, op, gdn.budget), label="case")
         gdn.examples[(target.name, op)] += 1
+        verdict.COMPARED.clear()
         try:
             if gdn.isolate:
                 check_isolated(target, case, target.device(gdn.budget.device), gdn.timeout)
@@ -89,7 +105,9 @@ def fuzz_test(op: str):
                 check(target, case, target.device(gdn.budget.device))
         except Exception as e:
             gdn.log_failure(target, e)
+            gdn.record(request.node.nodeid, target, case, type(e).__name__)
             raise
+        gdn.record(request.node.nodeid, target, case, "pass")
 
     test.gdn_op = op
     return test

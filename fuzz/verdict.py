@@ -66,6 +66,11 @@ FAILURE_KINDS = (OutputMismatch, StateMismatch, IntermediateMismatch, PoolCorrup
                  UnwrittenOutput, NonFinite, RejectedValidInput, AcceptedInvalidInput, KernelCrash, KernelHang)
 
 
+# The numerics of the last judge() call: one {kind, path, worst, bound, ratio} per comparison made (read by
+# fuzz.session for --gdn-report; ratio = worst / bound, a failure above 1).
+COMPARED: list[dict] = []
+
+
 @dataclass(frozen=True)
 class Expected:
     exact: PoolResult  # float64
@@ -74,6 +79,7 @@ class Expected:
 
 def judge(case: Case, path: str, sem: Semantics, pool: Guarded, inter: Guarded | None, output: Guarded,
           got_output: torch.Tensor, expected: Expected) -> None:
+    COMPARED.clear()
     for name, buf in (("pool", pool), ("intermediate", inter), ("output", output)):
         if buf is not None:
             _check_guards(case, name, buf)
@@ -177,6 +183,7 @@ def _compare(case, kind, failure, path, got, exact, model, dtype) -> None:
     tol = tolerance(path, kind, dtype)
     bound = tol.bound(model_err, scale, case.T)
     worst = float(err.max())
+    COMPARED.append({"kind": kind, "path": path, "worst": worst, "bound": bound, "ratio": worst / bound})
     if worst > bound:
         at = tuple(int(i) for i in torch.unravel_index(err.argmax(), err.shape))
         raise failure(f"{case!r}: {kind}{list(at)}: target {got64[at].item():.7g}, oracle {exact64[at].item():.7g}, "

@@ -1,0 +1,69 @@
+"""Corpus round trip: a failing fuzz run writes an entry, the entry loads and replays, an expected failure that stops
+failing flips the strict xfail, and a malformed file is one clear error naming the file and the field."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fuzz import corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"
+STANDIN = "flashinfer=fuzz.standins.flashinfer_cpu"
+
+
+def pytest_run(*args, corpus_dir=None):
+    env = dict(os.environ, GDN_FUZZ_CORPUS=str(corpus_dir or ROOT / "corpus"))
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", "-p", "no:cacheprovider",
+                           "--hypothesis-profile=ci", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A fuzz run against a mutant, with --gdn-corpus-out."""
+    out = tmp_path_factory.mktemp("corpus")
+    run = pytest_run("fuzz/test_decode.py", "-k", "flashinfer-pretranspose", "--gdn-target", MUTANT,
+                     "--gdn-corpus-out", str(out))
+    assert run.returncode == 1, run.stdout
+    assert "new corpus entry" in run.stdout
+    return out
+
+
+def test_failing_run_writes_a_minimal_entry(written):
+    (path,) = written.glob("*.json")
+    entry = corpus.load(path)
+    assert entry.target == "flashinfer-pretranspose-fp32" and entry.expect == "UnwrittenOutput"
+    assert entry.case.B == 1 and entry.case.padded == (True,)
+
+
+def test_entry_replays_as_xfail_and_flips_when_fixed(written):
+    on_mutant = pytest_run("fuzz/test_corpus.py", "--gdn-target", MUTANT, "-rxX", corpus_dir=written)
+    assert on_mutant.returncode == 0 and "1 xfailed" in on_mutant.stdout, on_mutant.stdout
+    fixed = pytest_run("fuzz/test_corpus.py", "--gdn-target", STANDIN, "-rxX", corpus_dir=written)
+    assert fixed.returncode == 1 and "XPASS(strict)" in fixed.stdout, fixed.stdout
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda d: d.pop("target"), "missing field 'target'"),
+    (lambda d: d.update(case="decode-B1-bogus7"), "field 'case'"),
+    (lambda d: d.update(expect="Wrong"), "field 'expect'"),
+    (lambda d: d.update(versions="=>1"), "field 'versions'"),
+    (lambda d: d.update(schema=99), "field 'schema'"),
+])
+def test_malformed_entry_names_file_and_field(tmp_path, change, field):
+    data = json.loads(next((ROOT / "corpus").glob("*.json")).read_text())
+    change(data)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(corpus.CorpusError, match=f"bad.json: .*{field}"):
+        corpus.load(bad)
+
+
+def test_malformed_entry_stops_the_replay_with_its_name(tmp_path):
+    (tmp_path / "broken.json").write_text('{"schema": 1}')
+    run = pytest_run("fuzz/test_corpus.py", corpus_dir=tmp_path)
+    assert run.returncode != 0 and "broken.json: missing field 'case'" in run.stdout + run.stderr
