@@ -1,6 +1,10 @@
 """One differential check: Case -> tensors -> oracle (exact and model) -> target -> verdict."""
 from __future__ import annotations
 
+import time
+from collections import Counter
+from contextlib import contextmanager
+
 import torch
 from hypothesis import event as _event
 from hypothesis.errors import InvalidArgument
@@ -49,31 +53,48 @@ def check(target: Target, case: Case, device: str) -> None:
         raise failure
 
 
+PHASE_SECONDS: Counter = Counter()  # cumulative wall time per phase of check(), read by bench/throughput.py
+
+
+@contextmanager
+def _phase(name: str, device: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if device == "cuda":
+            torch.cuda.synchronize()  # charge asynchronous kernel time to the phase that launched it
+        PHASE_SECONDS[name] += time.perf_counter() - start
+
+
 def _differential(target: Target, case: Case, device: str) -> GdnFailure | None:
     """The check itself. A failure is returned with its traceback cut: Hypothesis keeps failures alive while
     it shrinks, and frames holding a case's tensors (8 GiB pools on GPU) must not stay with them."""
     sem = target.semantics()
-    t = materialize(case, device)
+    with _phase("tensors", device):
+        t = materialize(case, device)
     event(f"contract: {sem.pad.read}/{sem.pad.write}, padded rows {'yes' if any(case.padded) else 'no'}")
     event(f"gate regime: {case.gate}")
     try:
         if not case.valid:
             try:
-                target.call(case, t)
+                with _phase("kernel", device):
+                    target.call(case, t)
             except Exception as e:  # noqa: BLE001 - any clean error is a rejection
                 event(f"rejected invalid input: {type(e).__name__}")
                 return None
             raise AcceptedInvalidInput(f"{case!r}: HV={case.HV} is not a multiple of H={case.H}, yet it ran")
         event(f"bucket: {dispatch_bucket(target, case)}")
-        expected = Expected(exact=oracle(case, t, sem, reference.EXACT),
-                            model=oracle(case, t, sem, sem.precision(case)))
+        with _phase("oracle", device):
+            expected = Expected(exact=oracle(case, t, sem, reference.EXACT),
+                                model=oracle(case, t, sem, sem.precision(case)))
         try:
-            got = target.call(case, t)
+            with _phase("kernel", device):
+                got = target.call(case, t)
         except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
             raise RejectedValidInput(f"{case!r}: {type(e).__name__}: {e}") from None
-        if device == "cuda":
-            torch.cuda.synchronize()
-        judge(case, target.path, sem, t.pool, t.inter, t.output, got, expected)
+        with _phase("verdict", device):
+            judge(case, target.path, sem, t.pool, t.inter, t.output, got, expected)
     except GdnFailure as failure:
         failure.__context__ = failure.__cause__ = None  # the library's exception holds frames too
         return failure.with_traceback(None)

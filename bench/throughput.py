@@ -1,0 +1,81 @@
+"""Examples per second per target, and where the time goes (Hypothesis + strategy, tensor building, kernel,
+oracle, verdict), for a cold and then a warm compile cache.
+
+    python bench/throughput.py --profile ci --examples 60            # CPU: Triton interpreter targets
+    python bench/throughput.py --profile h200 --examples 300         # GPU
+    python bench/throughput.py --profile ci --override flashinfer=fuzz.standins.flashinfer_cpu -k flashinfer
+
+Cold: Triton and FlashInfer compile caches point at fresh directories and the process has compiled nothing;
+warm: the same cases again in the same process. Buckets = distinct compile keys (fuzz.harness.dispatch_bucket).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", default="ci")
+    p.add_argument("--examples", type=int, default=60, help="per target and operation, per pass")
+    p.add_argument("-k", default="", help="only targets whose name contains this")
+    p.add_argument("--override", action="append", default=[], metavar="FAMILY=module")
+    args = p.parse_args()
+
+    cache = tempfile.mkdtemp(prefix="gdn-bench-")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")  # cold: nothing compiled yet
+    os.environ["FLASHINFER_WORKSPACE_BASE"] = os.path.join(cache, "flashinfer")
+    from fuzz.profiles import budget_for
+
+    budget = budget_for(args.profile)
+    if budget.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from fuzz import harness
+    from fuzz.strategies import cases
+    from fuzz.targets import TARGETS, set_overrides
+
+    set_overrides(dict(o.split("=", 1) for o in args.override))
+    rows = [("target", "op", "cache", "examples", "ex/s", "buckets", "hypothesis%", "tensors%", "kernel%",
+             "oracle%", "verdict%")]
+    for target in TARGETS:
+        reason = target.unavailable_reason(budget.device)
+        if args.k not in target.name or reason:
+            print(f"{target.name}: skipped ({reason or 'not selected'})")
+            continue
+        for op in sorted(target.support.ops):
+            for cache_state in ("cold", "warm"):
+                buckets, count = set(), [0]
+
+                @settings(max_examples=args.examples, derandomize=True, database=None, deadline=None,
+                          suppress_health_check=list(HealthCheck), phases=["generate"])
+                @given(case=cases(target, op, budget))
+                def run(case):
+                    count[0] += 1
+                    buckets.add(harness.dispatch_bucket(target, case))
+                    try:
+                        harness.check(target, case, budget.device)
+                    except AssertionError:
+                        pass  # throughput, not verdicts: failures are the fuzz suites' business
+
+                before = dict(harness.PHASE_SECONDS)
+                start = time.perf_counter()
+                run()
+                total = time.perf_counter() - start
+                phases = {k: harness.PHASE_SECONDS[k] - before.get(k, 0.0) for k in ("tensors", "kernel", "oracle",
+                                                                                      "verdict")}
+                rest = total - sum(phases.values())
+                pct = lambda x: f"{100 * x / total:.0f}"  # noqa: E731
+                rows.append((target.name, op, cache_state, str(count[0]), f"{count[0] / total:.1f}", str(len(buckets)),
+                             pct(rest), *(pct(phases[k]) for k in ("tensors", "kernel", "oracle", "verdict"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+
+
+if __name__ == "__main__":
+    main()
