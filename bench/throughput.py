@@ -16,6 +16,36 @@ import tempfile
 import time
 
 
+PHASES = ("tensors", "kernel", "oracle", "verdict")
+
+
+def measure(target, op, budget, examples):
+    """Run `examples` drawn cases through the harness; (examples, buckets, seconds, seconds per phase)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    from fuzz import harness
+    from fuzz.strategies import cases
+
+    buckets, count = set(), [0]
+
+    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+    @given(case=cases(target, op, budget))
+    def run(case):
+        count[0] += 1
+        buckets.add(harness.dispatch_bucket(target, case))
+        try:
+            harness.check(target, case, budget.device)
+        except AssertionError:
+            pass  # throughput, not verdicts: failures are the fuzz suites' business
+
+    before = dict(harness.PHASE_SECONDS)
+    start = time.perf_counter()
+    run()
+    total = time.perf_counter() - start
+    return count[0], buckets, total, {k: harness.PHASE_SECONDS[k] - before.get(k, 0.0) for k in PHASES}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default="ci")
@@ -32,11 +62,6 @@ def main() -> None:
     budget = budget_for(args.profile)
     if budget.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-
-    from fuzz import harness
-    from fuzz.strategies import cases
     from fuzz.targets import TARGETS, set_overrides
 
     set_overrides(dict(o.split("=", 1) for o in args.override))
@@ -49,29 +74,11 @@ def main() -> None:
             continue
         for op in sorted(target.support.ops):
             for cache_state in ("cold", "warm"):
-                buckets, count = set(), [0]
-
-                @settings(max_examples=args.examples, derandomize=True, database=None, deadline=None,
-                          suppress_health_check=list(HealthCheck), phases=["generate"])
-                @given(case=cases(target, op, budget))
-                def run(case):
-                    count[0] += 1
-                    buckets.add(harness.dispatch_bucket(target, case))
-                    try:
-                        harness.check(target, case, budget.device)
-                    except AssertionError:
-                        pass  # throughput, not verdicts: failures are the fuzz suites' business
-
-                before = dict(harness.PHASE_SECONDS)
-                start = time.perf_counter()
-                run()
-                total = time.perf_counter() - start
-                phases = {k: harness.PHASE_SECONDS[k] - before.get(k, 0.0) for k in ("tensors", "kernel", "oracle",
-                                                                                      "verdict")}
+                count, buckets, total, phases = measure(target, op, budget, args.examples)
                 rest = total - sum(phases.values())
-                pct = lambda x: f"{100 * x / total:.0f}"  # noqa: E731
-                rows.append((target.name, op, cache_state, str(count[0]), f"{count[0] / total:.1f}", str(len(buckets)),
-                             pct(rest), *(pct(phases[k]) for k in ("tensors", "kernel", "oracle", "verdict"))))
+                shares = [f"{100 * x / total:.0f}" for x in (rest, *(phases[k] for k in PHASES))]
+                rows.append((target.name, op, cache_state, str(count), f"{count / total:.1f}", str(len(buckets)),
+                             *shares))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
