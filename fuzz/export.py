@@ -197,12 +197,13 @@ def call(lib, t):
 #?]
 #?[flashinfer
     out, _ = lib.gated_delta_rule_mtp(  #?mtp
-    out, _ = lib.gated_delta_rule_decode_pretranspose(  #?!mtp
+    out, _ = lib.gated_delta_rule_decode_pretranspose(  #?!mtp,!kmajor
+    out, _ = lib.gated_delta_rule_decode(state=t.pool, backend="$backend",  # K-major state, no pool  #?kmajor
         q=t.q, k=t.k, v=t.v, A_log=t.A_log, a=t.a, dt_bias=t.dt_bias, b=t.b, scale=SCALE, output=t.out,
-        output_state_indices=t.write_slots, initial_state=t.pool, initial_state_indices=t.read_slots,
+        output_state_indices=t.write_slots, initial_state=t.pool, initial_state_indices=t.read_slots,  #?!kmajor
         use_qk_l2norm=L2NORM,
         ssm_state_indices=None if t.token_slots is None else t.token_slots.to(torch.int32),  # int32 only  #?mtp
-        state=None, backend="$backend",  #?!mtp
+        state=None, backend="$backend",  #?!mtp,!kmajor
         intermediate_states_buffer=t.inter, disable_state_update=not UPDATE,  #?verify_args
     )
     return out
@@ -350,7 +351,7 @@ def export_script(case: Case, target_name: str, *, library_module: str | None = 
     flags = {name for name, on in {
         "valid": case.valid, "real": not library_module, "override": bool(library_module), family: True,
         "packed": path == "sglang.packed_decode", "sigmoid": path == "sglang.sigmoid_gating",
-        "mtp": path == "flashinfer.mtp.fp32", "verify_args": path == "flashinfer.mtp.fp32" or case.T != 1,
+        "mtp": path == "flashinfer.mtp.fp32", "kmajor": path == "flashinfer.decode.kmajor", "verify_args": path == "flashinfer.mtp.fp32" or case.T != 1,
         "triton": family in ("fla", "sglang"), "log": sem.gates == "log", "mixed": case.gate == "mixed",
         "kv": case.layout == "kv", "l2norm": case.l2norm, "split": case.write_slots is not None,
         "tslots": case.token_slots is not None, "inter": bool(case.inter_rows), "undefined": bool(undefined),

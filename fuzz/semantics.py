@@ -98,6 +98,8 @@ TABLE: tuple[Row, ...] = (
     Row("flashinfer.pretranspose.fp32", ">=0.6.5", Semantics(
         pad=PadContract("negative", "skip_zero", "slot0"), inputs_as="bf16", output="bf16", known_bugs=SIZE1,
         why="pool_idx < 0: output row zeroed, no state I/O; out_pool_idx < 0 -> 0")),
+    Row("flashinfer.decode.kmajor", ">=0.6.5", Semantics(inputs_as="bf16", output="bf16", known_bugs=SIZE1,
+                                                         why="no pool: the state tensor is the batch")),
     Row("flashinfer.bf16", ">=0.6.5", Semantics(
         pad=PadContract("negative", "slot0", "slot0"), inputs_as="bf16", output="bf16", known_bugs=SIZE1,
         why="cache_idx < 0 -> 0 for read and write; padded output undefined")),

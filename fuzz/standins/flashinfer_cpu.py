@@ -211,9 +211,21 @@ class FlashInferCPU:
                         write_back=self.should_write_back(disable_state_update, ssm_state_indices is not None))
         return out, initial_state
 
+    def gated_delta_rule_decode(self, q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None,
+                                use_qk_l2norm=True, backend="auto"):
+        """K-major fp32 state [B, HV, K, V], T = 1, no pool or padding."""
+        B, T = q.shape[:2]
+        assert T == 1, f"gated_delta_rule_decode supports T=1 only, got T={T}"
+        assert state.dtype == torch.float32 and state.shape[0] == B, f"state must be fp32 [B={B}, HV, K, V]"
+        vmajor = state.transpose(-1, -2)  # the same memory seen V-major, so the update lands in place
+        out = self._run("pretranspose", q, k, v, vmajor, torch.arange(B, dtype=torch.int32), None, A_log, a,
+                        dt_bias, b, scale, output, use_qk_l2norm)
+        return out, state
+
 
 _DEFAULT = FlashInferCPU()
 gated_delta_rule_decode_pretranspose = _DEFAULT.gated_delta_rule_decode_pretranspose
 gated_delta_rule_mtp = _DEFAULT.gated_delta_rule_mtp
+gated_delta_rule_decode = _DEFAULT.gated_delta_rule_decode
 
-__all__ = ["FlashInferCPU", "gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp"]
+__all__ = ["FlashInferCPU", "gated_delta_rule_decode", "gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp"]

@@ -84,9 +84,8 @@ class Family:
             except ImportError as e:
                 raise Unavailable(f"override {self.override}: {e}") from e
             api = getattr(api, attr) if attr else api
-            missing = [f for f in self.functions if not hasattr(api, f)]
-            if missing:
-                raise Unavailable(f"override {self.override} lacks {', '.join(missing)}")
+            if not any(hasattr(api, f) for f in self.functions):
+                raise Unavailable(f"override {self.override} has none of {', '.join(self.functions)}")
             return api
         return self.load_real()
 
@@ -118,6 +117,7 @@ class Target:
     family: Family
     path: str  # key into the semantics table
     support: Support
+    needs: tuple[str, ...]  # the family functions this target calls
 
     def __str__(self) -> str:
         return self.name
@@ -143,9 +143,12 @@ class Target:
     def unavailable_reason(self, profile_device: str) -> str | None:
         """None when the target can run on this profile's device, else why not."""
         try:
-            self.family.api()
+            api = self.family.api()
         except Unavailable as e:
             return str(e)
+        missing = [f for f in self.needs if not hasattr(api, f)]
+        if missing:
+            return f"{self.family.override or self.family.name} lacks {', '.join(missing)}"
         if self.declared().arch:
             if profile_device != "cuda" or not torch.cuda.is_available():
                 return f"needs a CUDA GPU, compute capability {self.support.arch}; device here: {profile_device}"

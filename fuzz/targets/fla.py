@@ -24,6 +24,7 @@ FLA = FlaFamily("fla", ("fused_recurrent_gated_delta_rule",))
 
 class FlaRecurrent(TritonTarget):
     family = FLA
+    needs = ("fused_recurrent_gated_delta_rule",)
     support = Support(ops=frozenset({"decode", "verify", "prefill"}), layouts=("kv", "vk"), pool=False,
                       state_dtypes=("fp32", "bf16"))
 

@@ -27,7 +27,8 @@ class FlashInferFamily(Family):
         return module
 
 
-FLASHINFER = FlashInferFamily("flashinfer", ("gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp"))
+PRETRANSPOSE = "gated_delta_rule_decode_pretranspose"
+FLASHINFER = FlashInferFamily("flashinfer", (PRETRANSPOSE, "gated_delta_rule_mtp", "gated_delta_rule_decode"))
 SM90_PLUS = (9, 10, 11, 12)
 HEAD_128 = ((128, 128),)
 
@@ -35,13 +36,18 @@ HEAD_128 = ((128, 128),)
 class FlashInferTarget(Target):
     family = FLASHINFER
 
-    def __init__(self, name: str, path: str, support: Support, backend: str = "flashinfer"):
-        self.name, self.path, self.support, self.backend = name, path, support, backend
+    def __init__(self, name: str, path: str, support: Support, function: str, backend: str = "flashinfer"):
+        self.name, self.path, self.support, self.needs, self.backend = name, path, support, (function,), backend
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
         api = self.family.api()
         common = dict(q=t.q, k=t.k, v=t.v, A_log=t.A_log, a=t.a, dt_bias=t.dt_bias, b=t.b, scale=case.scale,
                       output=t.output.view, output_state_indices=t.write_slots)
+        if self.path == "flashinfer.decode.kmajor":  # no pool: the state is [B, HV, K, V] itself
+            out, _ = api.gated_delta_rule_decode(q=t.q, k=t.k, v=t.v, state=t.pool.view, A_log=t.A_log, a=t.a,
+                                                 dt_bias=t.dt_bias, b=t.b, scale=case.scale, output=t.output.view,
+                                                 use_qk_l2norm=case.l2norm, backend=self.backend)
+            return out
         if self.path == "flashinfer.mtp.fp32":
             # ssm_state_indices is int32-only in 0.7.4 (asserted), whatever dtype the other indices have.
             token_slots = None if t.token_slots is None else t.token_slots.to(torch.int32)
@@ -63,11 +69,14 @@ _POOL = Support(ops=frozenset({"decode"}), state_dtypes=("fp32",), input_dtypes=
                 split_write=True,
                 strided_pool=True, arch=SM90_PLUS)
 TARGETS = (
-    FlashInferTarget("flashinfer-pretranspose-fp32", "flashinfer.pretranspose.fp32", _POOL),
+    FlashInferTarget("flashinfer-pretranspose-fp32", "flashinfer.pretranspose.fp32", _POOL, PRETRANSPOSE),
     FlashInferTarget("flashinfer-bf16", "flashinfer.bf16", dataclasses.replace(
         _POOL, ops=frozenset({"decode", "verify"}), state_dtypes=("bf16",), intermediate=True, no_update=True,
-        exact_rows=True, verify_min_T=2)),  # T=1 goes to the decode kernel: the API rejects verify flags there
+        exact_rows=True, verify_min_T=2), PRETRANSPOSE),  # verify T=1 is the decode kernel: no verify flags
+    # K-major fp32 decode (V % 32 == 0, K, V >= 128); non-contiguous state is copied and copied back.
+    FlashInferTarget("flashinfer-decode-kmajor", "flashinfer.decode.kmajor", dataclasses.replace(
+        _POOL, layouts=("kv",), pool=False, split_write=False), "gated_delta_rule_decode"),
     FlashInferTarget("flashinfer-mtp-fp32", "flashinfer.mtp.fp32", dataclasses.replace(
         _POOL, ops=frozenset({"decode", "verify"}), intermediate=True, sliced_intermediate=True, token_slots=True,
-        no_update=True)),
+        no_update=True), "gated_delta_rule_mtp"),
 )

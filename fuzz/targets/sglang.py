@@ -41,8 +41,8 @@ def _packed_tokens(case: Case, x: torch.Tensor) -> torch.Tensor:
 class SglangTarget(TritonTarget):
     family = SGLANG
 
-    def __init__(self, name: str, path: str, support: Support):
-        self.name, self.path, self.support = name, path, support
+    def __init__(self, name: str, path: str, support: Support, function: str):
+        self.name, self.path, self.support, self.needs = name, path, support, (function,)
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
         api = self.family.api()
@@ -73,7 +73,7 @@ _DECODE = Support(ops=frozenset({"decode"}), strided_pool=True)
 _VERIFY = dataclasses.replace(_DECODE, ops=frozenset({"decode", "verify"}), intermediate=True, explicit_rows=True,
                               sliced_intermediate=True, no_update=True)
 TARGETS = (
-    SglangTarget("sglang-packed", "sglang.packed_decode", _DECODE),
-    SglangTarget("sglang-sigmoid", "sglang.sigmoid_gating", _VERIFY),
-    SglangTarget("sglang-recurrent", "sglang.recurrent_update", _VERIFY),
+    SglangTarget("sglang-packed", "sglang.packed_decode", _DECODE, PACKED),
+    SglangTarget("sglang-sigmoid", "sglang.sigmoid_gating", _VERIFY, SIGMOID),
+    SglangTarget("sglang-recurrent", "sglang.recurrent_update", _VERIFY, RECURRENT),
 )
