@@ -7,7 +7,6 @@ coordinate that `Case.parse` turns back into the same Case, so a failure message
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -153,6 +152,3 @@ def _tuples(v):
         return tuple(_tuples(x) for x in v)
     return v
 
-
-def dumps(case: Case) -> str:
-    return json.dumps(case.to_json(), sort_keys=True)
