@@ -351,7 +351,8 @@ def export_script(case: Case, target_name: str, *, library_module: str | None = 
     flags = {name for name, on in {
         "valid": case.valid, "real": not library_module, "override": bool(library_module), family: True,
         "packed": path == "sglang.packed_decode", "sigmoid": path == "sglang.sigmoid_gating",
-        "mtp": path == "flashinfer.mtp.fp32", "kmajor": path == "flashinfer.decode.kmajor", "verify_args": path == "flashinfer.mtp.fp32" or case.T != 1,
+        "mtp": path == "flashinfer.mtp.fp32", "kmajor": path == "flashinfer.decode.kmajor",
+        "verify_args": path == "flashinfer.mtp.fp32" or case.T != 1,
         "triton": family in ("fla", "sglang"), "log": sem.gates == "log", "mixed": case.gate == "mixed",
         "kv": case.layout == "kv", "l2norm": case.l2norm, "split": case.write_slots is not None,
         "tslots": case.token_slots is not None, "inter": bool(case.inter_rows), "undefined": bool(undefined),
