@@ -14,6 +14,7 @@ from fuzz.case import Case
 from fuzz.materialize import Tensors, materialize
 from fuzz.semantics import Semantics
 from fuzz.targets.base import Target
+from fuzz import verdict
 from fuzz.verdict import AcceptedInvalidInput, Expected, GdnFailure, RejectedValidInput, judge
 from reference import LogGates, Precision, RawGates
 
@@ -70,6 +71,7 @@ def _phase(name: str, device: str):
 def _differential(target: Target, case: Case, device: str) -> GdnFailure | None:
     """The check itself. A failure is returned with its traceback cut: Hypothesis keeps failures alive while
     it shrinks, and frames holding a case's tensors (8 GiB pools on GPU) must not stay with them."""
+    verdict.COMPARED.clear()
     sem = target.semantics()
     with _phase("tensors", device):
         t = materialize(case, device)

@@ -6,6 +6,7 @@ against other releases (the installed version picks the row).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -38,7 +39,7 @@ class Semantics:
     state_each_step: bool = False
     output: str = "q"
     bf16_truncates: bool = False  # set for Triton kernels run by the CPU interpreter (see Precision)
-    known_bugs: frozenset = frozenset()  # KNOWN_BUGS keys: confirmed findings, replayed from corpus/
+    known_bugs: frozenset = frozenset()  # KNOWN_BUGS keys for this release (filled from KNOWN)
     why: str = ""
 
     def output_dtype(self, case) -> torch.dtype:
@@ -64,9 +65,9 @@ class Row:
     semantics: Semantics = field(default_factory=Semantics)
 
 
-# Confirmed findings (each has a corpus/ entry that replays it). While a row lists one, the strategies
-# stop drawing its trigger so a campaign keeps finding *new* bugs; the corpus replay turns the mask into a
-# failure the day the library fixes it.
+# Confirmed findings (each has a corpus/ entry that replays it). While KNOWN lists one for the installed
+# release, the strategies stop drawing its trigger so a campaign keeps finding *new* bugs; the corpus replay
+# turns the mask into a failure the day the library fixes it.
 KNOWN_BUGS = {
     "unchecked-gva": "HV not a multiple of H is accepted and computed with a wrong head map",
     "strided-write-lost": "@input_guard .contiguous() copies the pool / intermediate buffer: writes to a strided "
@@ -74,44 +75,55 @@ KNOWN_BUGS = {
     "size1-layout": "CuTe DSL compile fails (\"Can't deduce the leading dimension\") at B = 1, H = HV = 1; "
                     "the exact trigger is not isolated yet; masked by drawing HV >= 2",
 }
-UNCHECKED_GVA = frozenset({"unchecked-gva"})
-SIZE1 = frozenset({"size1-layout"})
+# (path, versions the bug was seen on, bugs): the masks hold for those releases only, and never for an override
+# module (no version), whose bugs nobody knows yet.
+KNOWN: tuple[tuple[str, str, frozenset], ...] = (
+    ("fla.fused_recurrent", "==0.6.0", frozenset({"unchecked-gva"})),
+    ("fla.fused_recurrent.loggates", "==0.6.0", frozenset({"unchecked-gva"})),
+    ("sglang.sigmoid_gating", "==0.5.23", frozenset({"unchecked-gva"})),
+    ("sglang.recurrent_update", "==0.5.23", frozenset({"unchecked-gva", "strided-write-lost"})),
+    ("flashinfer.pretranspose.fp32", "==0.7.4", frozenset({"size1-layout"})),
+    ("flashinfer.bf16", "==0.7.4", frozenset({"size1-layout"})),
+    ("flashinfer.decode.kmajor", "==0.7.4", frozenset({"size1-layout"})),
+    ("flashinfer.mtp.fp32", "==0.7.4", frozenset({"size1-layout"})),
+)
 
 SKIP_ZERO = PadContract("negative", "skip_zero", "skip")
 ZERO_STATE = PadContract("negative", "zero_state", "skip")
 
 TABLE: tuple[Row, ...] = (
     # fla-core has no pools or padding: the adapter passes identity slots; in-kernel gating or precomputed.
-    Row("fla.fused_recurrent", "", Semantics(output="v", known_bugs=UNCHECKED_GVA,
-                                             why="o = empty_like(v); fp32 registers")),
-    Row("fla.fused_recurrent.loggates", "", Semantics(gates="log", output="v", known_bugs=UNCHECKED_GVA)),
+    Row("fla.fused_recurrent", "", Semantics(output="v", why="o = empty_like(v); fp32 registers")),
+    Row("fla.fused_recurrent.loggates", "", Semantics(gates="log", output="v")),
     # SGLang (triton_gdn.md §2.2, §2.4, checked under the interpreter).
     Row("sglang.packed_decode", ">=0.5.12", Semantics(
         pad=SKIP_ZERO, beta_as_input=True,
         why="beta = sigmoid(b).to(b.dtype); idx < 0 stores 0 and returns")),
     Row("sglang.sigmoid_gating", ">=0.5.12", Semantics(
-        pad=ZERO_STATE, known_bugs=UNCHECKED_GVA,
+        pad=ZERO_STATE,
         why="idx < 0: zero state, output still computed, scratch row still written")),
-    Row("sglang.recurrent_update", ">=0.5.12", Semantics(
-        pad=ZERO_STATE, gates="log", known_bugs=UNCHECKED_GVA | {"strided-write-lost"})),
+    Row("sglang.recurrent_update", ">=0.5.12", Semantics(pad=ZERO_STATE, gates="log")),
     # FlashInfer 0.7.4 (flashinfer_gdn.md §4). Inputs are consumed as bf16 (as_bf16), output is bf16.
     Row("flashinfer.pretranspose.fp32", ">=0.6.5", Semantics(
-        pad=PadContract("negative", "skip_zero", "slot0"), inputs_as="bf16", output="bf16", known_bugs=SIZE1,
+        pad=PadContract("negative", "skip_zero", "slot0"), inputs_as="bf16", output="bf16",
         why="pool_idx < 0: output row zeroed, no state I/O; out_pool_idx < 0 -> 0")),
-    Row("flashinfer.decode.kmajor", ">=0.6.5", Semantics(inputs_as="bf16", output="bf16", known_bugs=SIZE1,
+    Row("flashinfer.decode.kmajor", ">=0.6.5", Semantics(inputs_as="bf16", output="bf16",
                                                          why="no pool: the state tensor is the batch")),
     Row("flashinfer.bf16", ">=0.6.5", Semantics(
-        pad=PadContract("negative", "slot0", "slot0"), inputs_as="bf16", output="bf16", known_bugs=SIZE1,
+        pad=PadContract("negative", "slot0", "slot0"), inputs_as="bf16", output="bf16",
         why="cache_idx < 0 -> 0 for read and write; padded output undefined")),
     Row("flashinfer.mtp.fp32", ">=0.6.5", Semantics(
-        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16", known_bugs=SIZE1,
+        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16",
         why="cache_idx < 0: row skipped, caller's output untouched; write idx < 0: write-back skipped")),
 )
 
 
 def semantics_for(path: str, version: str | None) -> Semantics:
-    """The row for `path` whose version range holds `version` (None: the library has no version)."""
+    """The row for `path` whose version range holds `version` (None: the library has no version), with the
+    bugs known for exactly that release."""
+    held = lambda spec: not spec or (version is not None and Version(version) in SpecifierSet(spec))  # noqa: E731
     for row in TABLE:
-        if row.path == path and (version is None or not row.versions or Version(version) in SpecifierSet(row.versions)):
-            return row.semantics
+        if row.path == path and (version is None or held(row.versions)):
+            bugs = frozenset().union(*(b for p, spec, b in KNOWN if p == path and version is not None and held(spec)))
+            return dataclasses.replace(row.semantics, known_bugs=bugs)
     raise LookupError(f"no semantics row for {path} at version {version}: add one to fuzz/semantics.py")

@@ -58,7 +58,6 @@ class FuzzSession:
                          f"{s.starts} starts ({s.restarts} restarts{cost}), {s.crashes} crashes, {s.hangs} hangs")
         return lines
 
-
     def log_failure(self, target: Target, error: Exception) -> None:
         """Append each failing example to $GDN_FUZZ_LIVE_LOG as it happens (survives a killed run)."""
         if path := os.environ.get("GDN_FUZZ_LIVE_LOG"):
@@ -97,7 +96,6 @@ def fuzz_test(op: str):
             pytest.fail(f"{target.name} is required but unavailable: {reason}")
         case = data.draw(cases(target, op, gdn.budget), label="case")
         gdn.examples[(target.name, op)] += 1
-        verdict.COMPARED.clear()
         try:
             if gdn.isolate:
                 check_isolated(target, case, target.device(gdn.budget.device), gdn.timeout)

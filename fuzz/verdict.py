@@ -66,8 +66,8 @@ FAILURE_KINDS = (OutputMismatch, StateMismatch, IntermediateMismatch, PoolCorrup
                  UnwrittenOutput, NonFinite, RejectedValidInput, AcceptedInvalidInput, KernelCrash, KernelHang)
 
 
-# The numerics of the last judge() call: one {kind, path, worst, bound, ratio} per comparison made (read by
-# fuzz.session for --gdn-report; ratio = worst / bound, a failure above 1).
+# The numerics of the current check (fuzz.harness clears it per case): one {kind, path, worst, bound, ratio}
+# per comparison made, read by fuzz.session for --gdn-report; ratio = worst / bound, a failure above 1.
 COMPARED: list[dict] = []
 
 
@@ -79,7 +79,6 @@ class Expected:
 
 def judge(case: Case, path: str, sem: Semantics, pool: Guarded, inter: Guarded | None, output: Guarded,
           got_output: torch.Tensor, expected: Expected) -> None:
-    COMPARED.clear()
     for name, buf in (("pool", pool), ("intermediate", inter), ("output", output)):
         if buf is not None:
             _check_guards(case, name, buf)

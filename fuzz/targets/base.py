@@ -133,9 +133,7 @@ class Target:
         return self.support
 
     def semantics(self) -> Semantics:
-        sem = semantics_for(self.path, self.family.version())
-        # Known-bug masks belong to the library release they were found in, not to an override module.
-        return dataclasses.replace(sem, known_bugs=frozenset()) if self.overridden else sem
+        return semantics_for(self.path, self.family.version())
 
     def device(self, profile_device: str) -> str:
         return profile_device
