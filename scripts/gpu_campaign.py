@@ -3,6 +3,9 @@ fresh Hypothesis seeds until the family's seconds are spent. Compiled kernels st
 between rounds. Writes each round's --gdn-report JSON and log, and a merged summary.json / summary.md.
 
     python scripts/gpu_campaign.py --profile h200 --seconds 300 --out results/ flashinfer fla sglang
+
+--parallel runs the families at once (one pytest process each): the kernels are launch-bound, so one GPU
+serves several processes, and the wall time is that of the slowest family.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -53,14 +57,17 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=300.0, help="per family")
     p.add_argument("--examples", type=int, default=150, help="max examples per test and round")
     p.add_argument("--out", type=Path, default=Path("campaign"))
+    p.add_argument("--parallel", action="store_true", help="run the families concurrently")
     p.add_argument("--pytest", nargs=argparse.REMAINDER, default=[], help="extra pytest arguments")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    summary = {}
-    for family in args.families:
+
+    def timed(family: str) -> dict:
         t0 = time.monotonic()
-        summary[family] = run_family(family, args, args.out)
-        summary[family]["seconds"] = round(time.monotonic() - t0, 1)
+        return dict(run_family(family, args, args.out), seconds=round(time.monotonic() - t0, 1))
+
+    with ThreadPoolExecutor(len(args.families) if args.parallel else 1) as pool:
+        summary = dict(zip(args.families, pool.map(timed, args.families)))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     lines = [f"# gdn-fuzz campaign, profile {args.profile}", ""]
     for family, s in summary.items():
