@@ -25,7 +25,8 @@ def pytest_addoption(parser):
                     help="write each shrunk failure as a corpus entry (JSON) into DIR; `git add` makes it a "
                          "regression test")
     group.addoption("--gdn-require", default="", metavar="FAMILY,...",
-                    help="families that must be available: an unavailable target fails instead of skipping")
+                    help="families that must be available: if one cannot be loaded, its targets fail instead of "
+                         "skipping (a target the loaded release or this GPU cannot run is still skipped, with why)")
     group.addoption("--gdn-isolate", action="store_true", default=False,
                     help="run each check in a worker process restarted after a crash or hang (KernelCrash, "
                          "KernelHang failures) instead of in pytest's process; off by default, use it on the GPU "
@@ -33,6 +34,12 @@ def pytest_addoption(parser):
     group.addoption("--gdn-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                     help=f"with --gdn-isolate: seconds one check may take before it is a KernelHang "
                          f"(default {DEFAULT_TIMEOUT:g})")
+    group.addoption("--gdn-sanitize", action="store_true", default=False,
+                    help="re-run each shrunk KernelCrash / GuardBreach under compute-sanitizer memcheck (caching "
+                         "allocator off) and attach its report to the failure (GPU profiles)")
+    group.addoption("--gdn-test-seconds", type=float, default=None, metavar="SECONDS",
+                    help="time box per fuzz test: after SECONDS it draws no more examples and is reported as "
+                         "skipped with the count it ran (a test that has failed keeps going until shrunk)")
 
 
 def pytest_configure(config):
@@ -54,7 +61,8 @@ def pytest_configure(config):
         raise pytest.UsageError(str(e)) from e
     required = frozenset(f for f in config.getoption("gdn_require").split(",") if f)
     config.stash[SESSION] = FuzzSession(profile, budget, required, isolate=config.getoption("gdn_isolate"),
-                                        timeout=config.getoption("gdn_timeout"))
+                                        timeout=config.getoption("gdn_timeout"),
+                                        test_seconds=config.getoption("gdn_test_seconds"))
 
 
 SESSION = pytest.StashKey[FuzzSession]()
@@ -75,15 +83,18 @@ def pytest_generate_tests(metafunc):
     params = []
     for target in targets_for(op):
         reason = session.reason_unavailable(target)
-        skip = reason and target.family.name not in session.required
+        masked = not reason and target.semantics().masked_reason(op)
+        skip = reason and not session.must_run(target)
         marks = [pytest.mark.skip(reason=f"{target.name} unavailable: {reason}")] if skip else []
+        marks += [pytest.mark.skip(reason=f"{target.name} {op} masked: {masked}")] if masked else []
         params.append(pytest.param(target, id=target.name, marks=marks))
     metafunc.parametrize("target", params)
 
 
 def pytest_runtest_logreport(report):
     if report.failed and report.when == "call":
-        FAILURES.append({"test": report.nodeid, "message": str(getattr(report.longrepr, "reprcrash", report.longrepr))})
+        FAILURES.append({"test": report.nodeid, "message": str(getattr(report.longrepr, "reprcrash", report.longrepr)),
+                         "sanitizer": [text for title, text in report.sections if title.startswith("compute-san")]})
 
 
 FAILURES: list[dict] = []
@@ -91,10 +102,16 @@ FAILURES: list[dict] = []
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """With --gdn-corpus-out, a fuzz test's final (shrunk) failures become corpus entries."""
+    """With --gdn-corpus-out, a fuzz test's final (shrunk) failures become corpus entries; with --gdn-sanitize,
+    its crashes and guard breaches get a memcheck report."""
     report = yield
     directory = item.config.getoption("gdn_corpus_out")
     target = getattr(item, "callspec", None) and item.callspec.params.get("target")
+    if item.config.getoption("gdn_sanitize") and report.failed and call.when == "call" and target is not None:
+        from fuzz.sanitize import sanitizer_sections
+
+        device = target.device(item.config.stash[SESSION].budget.device)
+        report.sections += sanitizer_sections(target, call.excinfo.value, device)
     if directory and report.failed and call.when == "call" and target is not None and "entry" not in item.fixturenames:
         from fuzz.corpus import save_failures
 

@@ -89,16 +89,17 @@ def save(directory: Path, case: Case, target: str, library: str, versions: str, 
     return path
 
 
-def save_failures(directory: Path, target, error: BaseException) -> list[Path]:
-    """Corpus entries for the verdict failures in `error` (one, or an ExceptionGroup of several): each message
-    starts with the failing Case's coordinate. Other exceptions (harness errors) are not findings."""
+def failed_cases(error: BaseException) -> list[tuple[Case, str, str]]:
+    """(case, failure class, first message line) for the verdict failures in `error` (one, or an ExceptionGroup
+    of several): each message starts with the failing Case's coordinate. Other exceptions (harness errors) are
+    not findings."""
     errors = getattr(error, "exceptions", (error,))  # an ExceptionGroup (Python 3.11+, or the 3.10 backport)
-    paths = []
-    for e in errors:
-        if type(e).__name__ not in EXPECTATIONS or ": " not in str(e):
-            continue
-        case = Case.parse(str(e).split(": ", 1)[0])
-        version = target.family.version()
-        paths.append(save(directory, case, target.name, target.family.name, f"=={version}" if version else "",
-                          type(e).__name__, str(e).split(": ", 1)[1].splitlines()[0][:200]))
-    return paths
+    return [(Case.parse(str(e).split(": ", 1)[0]), type(e).__name__, str(e).split(": ", 1)[1].splitlines()[0])
+            for e in errors if type(e).__name__ in EXPECTATIONS and ": " in str(e)]
+
+
+def save_failures(directory: Path, target, error: BaseException) -> list[Path]:
+    """One corpus entry per verdict failure in `error`."""
+    version = target.family.version()
+    return [save(directory, case, target.name, target.family.name, f"=={version}" if version else "", kind,
+                 message[:200]) for case, kind, message in failed_cases(error)]

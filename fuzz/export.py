@@ -109,10 +109,11 @@ def load():
 #?[flashinfer,real
     import importlib.metadata
 
-    import flashinfer.gdn_decode as lib
-    flags = ("_GDN_DECODE_BF16_STATE_AVAILABLE", "_PRETRANSPOSE_AVAILABLE", "_MTP_AVAILABLE")
-    if any(getattr(lib, flag, True) is not True for flag in flags):
-        raise ImportError(f"flashinfer.gdn_decode: a kernel failed to import (one of {flags} is False)")
+    import flashinfer.gdn_prefill as lib  #?prefill
+    import flashinfer.gdn_decode as lib  #?!prefill
+    flags = ("_GDN_DECODE_BF16_STATE_AVAILABLE", "_PRETRANSPOSE_AVAILABLE", "_MTP_AVAILABLE")  #?!prefill
+    if any(getattr(lib, flag, True) is not True for flag in flags):  #?!prefill
+        raise ImportError(f"flashinfer.gdn_decode: a kernel failed to import (one of {flags} is False)")  #?!prefill
     return lib, f"flashinfer-python {importlib.metadata.version('flashinfer-python')}"
 #?]
 #?[sglang,real
@@ -195,7 +196,17 @@ def call(lib, t):
         cache_steps=INTER[1] if INTER else None)
     return o.reshape(B, T, HV, V)
 #?]
-#?[flashinfer
+#?[prefill
+    # g as linear alpha = exp(g) in fp32; index -1 is legal only with output_state_indices (read: zero state,
+    # write: no store), so a padded one-pool call passes the read map there too.
+    write = t.write_slots if WRITE else t.read_slots.clone() if min(READ) < 0 else None
+    out, _ = lib.chunk_gated_delta_rule(
+        q=t.q, k=t.k, v=t.v, g=torch.exp(t.g), beta=t.beta, scale=SCALE, initial_state=t.pool, output_final_state=True,
+        cu_seqlens=t.cu_seqlens, use_qk_l2norm_in_kernel=L2NORM, output=t.out, output_state=t.pool,
+        state_indices=t.read_slots, backend="$backend", output_state_indices=write)
+    return out
+#?]
+#?[flashinfer,!prefill
     out, _ = lib.gated_delta_rule_mtp(  #?mtp
     out, _ = lib.gated_delta_rule_decode_pretranspose(  #?!mtp,!kmajor
     out, _ = lib.gated_delta_rule_decode(state=t.pool, backend="$backend",  # K-major state, no pool  #?kmajor
@@ -226,7 +237,10 @@ def reference(t):
     # the kernel rounds beta = sigmoid(b).to(b.dtype); Triton's CPU interpreter truncates to bf16  #?beta_trunc
     truncate = lambda x: (x.float().view(torch.int32) & -65536).view(torch.float32).double()  #?beta_trunc
     beta = truncate(beta) if os.environ.get("TRITON_INTERPRET") == "1" else beta.to(IN).double()  #?beta_trunc
-    q, k = (x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6) for x in (q, k))  # eps inside the root  #?l2norm
+    norm = lambda x: x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)  # eps inside the root  #?l2norm
+    q, k = norm(q), norm(k)  #?l2norm,!norm_as_input
+    # the kernel normalizes in fp32 and rounds back to the input dtype  #?l2norm,norm_as_input
+    q, k = (d(norm(x.float()).to(IN)).flatten(0, -3) for x in (t.q, t.k))  #?l2norm,norm_as_input
     q = q * (K ** -0.5 if SCALE is None else SCALE)
     q, k = (x.repeat_interleave(HV // H, 1) for x in (q, k))  # GVA: value head hv reads head hv // (HV // H)
     out = d(t.out).flatten(0, -3)  # the caller's output buffer
@@ -250,8 +264,10 @@ def reference(t):
                 inter[rows[n], i - CU[n]] = S  #?inter
             pool[TSLOTS[n][i - CU[n]]] = S  #?tslots
         # no final write-back: $no_write_back  #?!write_back
-        if slot $lt 0:  # a padded row run from a zero state is not written back  #?write_back,pad_zero_state
-            continue  #?write_back,pad_zero_state
+        if CU[n] == CU[n + 1]:  # an empty sequence stores nothing  #?write_back,prefill_op
+            continue  #?write_back,prefill_op
+        if slot $lt 0:  # a padded row run from a zero state: no write-back  #?write_back,pad_zero_state,!split
+            continue  #?write_back,pad_zero_state,!split
         pool[slot] = S  #?write_back,!split
         write = WRITE[n]  #?write_back,split
         if write $lt 0:  # padded write slot: skipped  #?write_back,wpad_skip
@@ -352,6 +368,8 @@ def export_script(case: Case, target_name: str, *, library_module: str | None = 
         "valid": case.valid, "real": not library_module, "override": bool(library_module), family: True,
         "packed": path == "sglang.packed_decode", "sigmoid": path == "sglang.sigmoid_gating",
         "mtp": path == "flashinfer.mtp.fp32", "kmajor": path == "flashinfer.decode.kmajor",
+        "prefill": path == "flashinfer.prefill.chunk", "prefill_op": case.op == "prefill",
+        "norm_as_input": sem.norm_as_input,
         "verify_args": path == "flashinfer.mtp.fp32" or case.T != 1,
         "triton": family in ("fla", "sglang"), "log": sem.gates == "log", "mixed": case.gate == "mixed",
         "kv": case.layout == "kv", "l2norm": case.l2norm, "split": case.write_slots is not None,

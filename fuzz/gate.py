@@ -56,9 +56,10 @@ class Side:
 
 def run_sides(sides: list[Side], out: Path, command_args: tuple, examples: int | None, parallel: bool) -> None:
     """Run each side's pytest. Both see the same case stream: a fixed seed (the gate profile is derandomized
-    anyway) and an empty example database of their own (the GPU profiles keep one)."""
-    env = {**os.environ, **({"GDN_FUZZ_GATE_EXAMPLES": str(examples), "GDN_FUZZ_GPU_EXAMPLES": str(examples)}
-                            if examples else {})}
+    anyway), an empty example database of their own (the GPU profiles keep one), and the known-bug masks of
+    every release (the corpus replay tracks those bugs)."""
+    env = {**os.environ, "GDN_FUZZ_MASK_ALL": "1",
+           **({"GDN_FUZZ_GATE_EXAMPLES": str(examples), "GDN_FUZZ_GPU_EXAMPLES": str(examples)} if examples else {})}
     procs = []
     for side in sides:
         (out / f"{side.name}.json").unlink(missing_ok=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from fuzz.case import Case
 from fuzz.harness import check, dispatch_bucket
 from fuzz.profiles import Budget
 from fuzz.strategies import cases
-from fuzz.targets.base import Target
+from fuzz.targets.base import Target, Unavailable
 from fuzz.worker import DEFAULT_TIMEOUT, check_isolated
 
 
@@ -25,18 +26,31 @@ from fuzz.worker import DEFAULT_TIMEOUT, check_isolated
 class FuzzSession:
     profile: str
     budget: Budget
-    required: frozenset  # families whose unavailability is an error, not a skip
+    required: frozenset  # families whose failure to load is an error, not a skip
     examples: Counter = field(default_factory=Counter)  # (target, op) -> examples run
     unavailable: dict = field(default_factory=dict)  # target name -> reason
     records: list = field(default_factory=list)  # one dict per fuzz example (see record()), for --gdn-report
     new_corpus: list = field(default_factory=list)  # corpus files written by --gdn-corpus-out
     isolate: bool = False  # --gdn-isolate: checks run in a restartable worker process (fuzz.worker)
     timeout: float = DEFAULT_TIMEOUT  # --gdn-timeout: seconds per isolated call before KernelHang
+    test_seconds: float | None = None  # --gdn-test-seconds: time box per fuzz test
+    started: dict = field(default_factory=dict)  # test node id -> time of its first example
+    failed: set = field(default_factory=set)  # test node ids with a failing example (their shrink runs on)
 
     def reason_unavailable(self, target: Target) -> str | None:
         if target.name not in self.unavailable:
             self.unavailable[target.name] = target.unavailable_reason(self.budget.device)
         return self.unavailable[target.name]
+
+    def must_run(self, target: Target) -> bool:
+        """A required family's targets fail instead of skipping when the family itself cannot be loaded."""
+        if target.family.name not in self.required:
+            return False
+        try:
+            target.family.api()
+        except Unavailable:
+            return True
+        return False
 
     def summary_lines(self, targets) -> list[str]:
         lines = [f"gdn-fuzz profile '{self.profile}' on {self.budget.device}:"]
@@ -57,6 +71,16 @@ class FuzzSession:
             lines.append(f"  isolated in worker processes (timeout {self.timeout:g} s): {s.calls} calls, "
                          f"{s.starts} starts ({s.restarts} restarts{cost}), {s.crashes} crashes, {s.hangs} hangs")
         return lines
+
+    def stop_reason(self, test: str, target: Target, op: str) -> str | None:
+        """Why this test generates no more examples: its time box is spent. Never once it has failed, so that
+        Hypothesis can finish shrinking (and its minimal example is not lost)."""
+        start = self.started.setdefault(test, time.monotonic())
+        spent = time.monotonic() - start
+        if self.test_seconds is None or test in self.failed or spent < self.test_seconds:
+            return None
+        return (f"time box: {self.examples[(target.name, op)]} examples in {spent:.0f} s "
+                f"(--gdn-test-seconds {self.test_seconds:g}), no failure")
 
     def log_failure(self, target: Target, error: Exception) -> None:
         """Append each failing example to $GDN_FUZZ_LIVE_LOG as it happens (survives a killed run)."""
@@ -95,6 +119,8 @@ def fuzz_test(op: str):
         if reason:  # reached only for a --gdn-require'd family
             pytest.fail(f"{target.name} is required but unavailable: {reason}")
         case = data.draw(cases(target, op, gdn.budget), label="case")
+        if stop := gdn.stop_reason(request.node.nodeid, target, op):  # after the draw: data generation stays stable
+            pytest.skip(stop)
         gdn.examples[(target.name, op)] += 1
         try:
             if gdn.isolate:
@@ -102,6 +128,7 @@ def fuzz_test(op: str):
             else:
                 check(target, case, target.device(gdn.budget.device))
         except Exception as e:
+            gdn.failed.add(request.node.nodeid)
             gdn.log_failure(target, e)
             gdn.record(request.node.nodeid, target, case, type(e).__name__)
             raise

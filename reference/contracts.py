@@ -24,7 +24,8 @@ class PadContract:
               skip_zero      -- skip: no state read or write, output row written as zeros;
               skip_untouched -- skip: no state read or write, output row left as the caller had it;
               slot0          -- redirect: read (and write back) slot 0, output computed from it;
-              zero_state     -- compute from a zero state, output defined, no write-back.
+              zero_state     -- compute from a zero state, output defined; no write-back in one pool, the
+                                write slot decides with split pools (FlashInfer prefill).
     write:    a padded *write* slot (split read/write pools) is skipped or redirected to slot 0.
     """
 
@@ -50,6 +51,8 @@ class Precision:
     state_each_step:   round the running state to the pool dtype after every token (decode-by-decode)
                        instead of keeping it in `compute` across the T tokens of one call.
     output:            output rounded to this dtype.
+    normalized:        l2-normalized q and k rounded to this dtype (FlashInfer prefill normalizes in fp32 and
+                       stores q's dtype before its chunked kernel).
     bf16_truncates:    the beta rounding to bf16 truncates toward zero instead of round-to-nearest-even
                        (Triton 3.8's CPU interpreter casts fp32 -> bf16 this way).
     """
@@ -60,6 +63,7 @@ class Precision:
     state_each_step: bool = False
     output: torch.dtype | None = None
     bf16_truncates: bool = False
+    normalized: torch.dtype | None = None
 
     def load(self, x: torch.Tensor) -> torch.Tensor:
         """An input as the kernel sees it: optionally rounded, then in the compute dtype."""
@@ -67,6 +71,8 @@ class Precision:
             x = x.to(self.inputs)
         return x.to(self.compute)
 
+    def round_normalized(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.normalized is None else x.to(self.normalized).to(self.compute)
 
     def round_beta(self, beta: torch.Tensor) -> torch.Tensor:
         if self.beta is None:

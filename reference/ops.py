@@ -174,11 +174,13 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
                 if not pad.is_pad(slot):
                     pool_out[slot] = to_vk(states[t]).to(pool.dtype)
                     written_slots.add(slot)
-        if not write_back or len(states) == 0 or (padded and pad.read == "zero_state"):
+        if not write_back or len(states) == 0:
             continue
-        if padded and write_slots is None:  # one pool: the read redirected to slot 0 writes back there too,
-            write = 0  # even where the sentinel makes 0 a pad; split pools follow the write slot (bf16 h0_out_indices)
-        else:
+        if padded and write_slots is None:  # one pool: a zero-state run is not written back; the read redirected
+            if pad.read == "zero_state":  # to slot 0 writes back there too, even where the sentinel makes 0 a pad
+                continue
+            write = 0
+        else:  # split pools follow the write slot (bf16 h0_out_indices, prefill output_state_indices)
             write = read if write_slots is None else int(write_slots[n])
             if pad.is_pad(write):
                 if pad.write == "skip":

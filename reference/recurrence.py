@@ -93,7 +93,7 @@ def run_sequence(
     group = head_groups(H, HV)
     outputs, states = [], []
     for t in range(T):
-        q_t, k_t = (l2normalize(q[t]), l2normalize(k[t])) if use_l2norm else (q[t], k[t])
+        q_t, k_t = (precision.round_normalized(l2normalize(x[t])) if use_l2norm else x[t] for x in (q, k))
         q_t = (q_t * scale).repeat_interleave(group, 0)  # [HV, K]
         k_t = k_t.repeat_interleave(group, 0)
         S = torch.exp(g[t])[:, None, None] * S

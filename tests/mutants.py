@@ -110,6 +110,17 @@ class SplitWriteIgnored(FlashInferCPU):
         return super().write_slot(path, read, None)
 
 
+class PrefillSkippedWriteWraps(FlashInferCPU):
+    """Prefill stores the final state of a row whose write id is -1 instead of skipping it: PyTorch wraps to the last
+    pool slot (a CUDA kernel writes the bytes before the pool). Incident class: a padding sentinel used as an index
+    (output_state_indices -1 on the write side of a split prefill pool)."""
+
+    def write_slot(self, path, read, write):
+        if path != "prefill" or write is None:
+            return super().write_slot(path, read, write)
+        return write, torch.ones_like(write, dtype=torch.bool)
+
+
 unguarded_pad_slot = UnguardedPadSlot()
 inter_row_by_slot = InterRowBySlot()
 gva_head_modulo = GvaHeadModulo()
@@ -122,5 +133,6 @@ inter_step_off_by_one = InterStepOffByOne()
 padded_output_not_zeroed = PaddedOutputNotZeroed()
 compile_key_shape_only = CompileKeyShapeOnly()
 split_write_ignored = SplitWriteIgnored()
+prefill_skipped_write_wraps = PrefillSkippedWriteWraps()
 
 MUTANTS = {name: obj for name, obj in globals().items() if isinstance(obj, FlashInferCPU)}

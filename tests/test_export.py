@@ -90,6 +90,7 @@ def flashinfer_override():
     set_overrides(before)
 
 
+PREFILL = "flashinfer-prefill-chunk"
 BUILD_CASES = [  # every generation path: each gate regime and "mixed", prefill, both layouts, strides, dtypes
     ("flashinfer-bf16", "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-gate_mixed-seed3-"
                         "slots[5,-1,2]-wslots[4,-1,6]-inter3x8+0-noupdate"),
@@ -103,6 +104,8 @@ BUILD_CASES = [  # every generation path: each gate regime and "mixed", prefill,
                                "slots[0,1,2]-seqlens[4,0,2]-nol2"),
     ("fla-recurrent", "decode-B1-T1-H1-HV1-K8-V16-pool1-pad0-fp32state-fp16in-i32-kv-gate_nodecay-seed9-slots[0]"),
     ("sglang-packed", "decode-B2-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1,0]-nol2"),
+    (PREFILL, "prefill-B3-T4-H1-HV2-K8-V16-pool5-pad1-fp32state-fp16in-i32-vk-gate_nodecay-seed4-slots[3,-1,1]-"
+              "seqlens[4,2,0]-wslots[2,4,0]-gap1"),
 ]
 
 
@@ -141,6 +144,11 @@ CALL_CASES = [  # (target, coordinate): cases the fuzzer passes, across padding 
                         "wslots[3,-1]-inter2x5+0-scale1.0-noupdate"),
     ("flashinfer-mtp-fp32", "verify-B2-T3-H1-HV2-K8-V16-pool9-pad1-fp32state-bf16in-i64-vk-gate_nodecay-seed9-"
                             "slots[5,-1]-tslots[1/2/3,4/6/7]-nol2"),
+    # padded read with a real write slot (zero state, stored), an empty sequence (stores nothing), strided pool
+    (PREFILL, "prefill-B3-T4-H1-HV2-K8-V16-pool5-pad1-fp32state-fp16in-i32-vk-gate_nodecay-seed4-slots[3,-1,1]-"
+              "seqlens[4,2,0]-wslots[2,4,0]-gap1"),
+    (PREFILL, "prefill-B2-T3-H2-HV4-K8-V16-pool3-pad1-fp32state-bf16in-i64-vk-gate_mixed-seed5-slots[-1,2]-"
+              "seqlens[3,1]-scale0.25"),  # one pool: the padded row's write id is -1 too
 ]
 
 
@@ -241,6 +249,8 @@ MUTANT_CASES = {  # mutant: (target, its minimal case, what the script names); t
                                  "vk-gate_mild-seed0-slots[0]-noupdate", "state"),
     "inter_row_by_slot": ("flashinfer-mtp-fp32", "verify-B1-T1-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-"
                           "gate_mild-seed0-slots[1]-inter2x1+0", "intermediate"),
+    "prefill_skipped_write_wraps": (PREFILL, "prefill-B1-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-"
+                                    "gate_mild-seed0-slots[-1]-seqlens[1]", "state"),
     "inter_step_off_by_one": ("flashinfer-bf16", "verify-B1-T5-H1-HV1-K8-V16-pool1-pad0-bf16state-bf16in-i32-vk-"
                               "gate_mild-seed0-slots[0]-inter1x5+0", "intermediate"),
 }

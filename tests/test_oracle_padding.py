@@ -83,14 +83,16 @@ def test_padded_write_slot(write, sentinel, pad_index):
     assert_untouched(case.pool, res.pool, written)
 
 
+@pytest.mark.parametrize("read", ["slot0", "zero_state"])
 @pytest.mark.parametrize("write", WRITES)
 @pytest.mark.parametrize("sentinel,pad_index", PADS, ids=PAD_IDS)
-def test_slot0_read_redirect_with_split_pools_follows_the_write_slot(sentinel, pad_index, write):
-    """Split pools (FlashInfer bf16 h0_out_indices): a padded read still reads slot 0, but the final state goes
-    to the row's own write slot; a padded write slot there falls under the write behaviour."""
+def test_padded_read_with_split_pools_follows_the_write_slot(sentinel, pad_index, write, read):
+    """Split pools (FlashInfer bf16 h0_out_indices, prefill output_state_indices): a padded read still reads slot 0
+    or starts from a zero state, but the final state goes to the row's own write slot; a padded write slot there
+    falls under the write behaviour."""
     case = padded_batch(pad_index)  # reads [2, pad, 4]
-    pad = PadContract(sentinel=sentinel, read="slot0", write=write)
-    alone = run_row(case, 1, case.pool, 0)
+    pad = PadContract(sentinel=sentinel, read=read, write=write)
+    alone = run_row(case, 1, case.pool if read == "slot0" else torch.zeros_like(case.pool[:1]), 0)
     res = verify(case, write_slots=torch.tensor([1, 3, 4]), pad=pad)
     assert torch.equal(res.output[1], alone.output[0])
     assert torch.equal(res.pool[3], alone.pool[0])

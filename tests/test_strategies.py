@@ -47,6 +47,9 @@ REACHABLE = {
     "softplus threshold crossing": ("sglang-packed", "decode", lambda c: c.gate == "threshold"),
     "bf16 state pool": ("flashinfer-bf16", "verify", lambda c: c.state_dtype == "bf16" and c.T > 1),
     "varlen with an empty sequence": ("fla-recurrent", "prefill", lambda c: 0 in c.seqlens and c.B >= 2),
+    "padded prefill read with a real write slot": (
+        "flashinfer-prefill-chunk", "prefill",
+        lambda c: any(p and w >= 0 and n > 0 for p, w, n in zip(c.padded, c.write_slots or (), c.seqlens))),
 }
 
 

@@ -1,7 +1,8 @@
-"""FlashInfer 0.7.4 GDN decode API (`flashinfer.gdn_decode`) on the CPU, in float32 PyTorch.
+"""FlashInfer 0.7.4 GDN decode API (`flashinfer.gdn_decode`) and varlen prefill (`flashinfer.gdn_prefill`) on the
+CPU, in float32 PyTorch.
 
 Same signatures, routing and per-path padding contracts (shared/research/flashinfer_gdn.md 3.1, 3.3,
-3.4, 4), so a target override can fuzz it without a GPU. Independent of `reference/` on purpose.
+3.4, 3.6, 4), so a target override can fuzz it without a GPU. Independent of `reference/` on purpose.
 
 Invariants, as the kernels keep them:
   * q, k, v, a, b are converted to bf16 (`as_bf16`), then all math is float32, vectorised over the
@@ -10,7 +11,8 @@ Invariants, as the kernels keep them:
     only when stored (each intermediate step, the final write-back).
   * All slot reads are gathered before any write, and every write goes through indexing assignment
     on the caller's tensor (index_put_ on the view), so strided pools are updated in place.
-  * Pools are V-major [pool, HV, V, K]; output [B, T, HV, V] is produced in bf16.
+  * Pools are V-major [pool, HV, V, K]; decode output [B, T, HV, V] is produced in bf16, prefill output
+    [tokens, HV, V] in q's dtype (the real prefill is a chunked algorithm; this is its recurrent equivalent).
 Each behaviour a bug could hide in is one small method below: a mutant overrides one of them.
 """
 from __future__ import annotations
@@ -51,10 +53,11 @@ class FlashInferCPU:
         return idx, idx >= 0
 
     def write_slot(self, path, read, write):
-        """(slot, written) for the rows that ran. MTP skips a negative write index; the others use slot 0."""
+        """(slot, written) for the rows that ran. MTP and prefill skip a negative write index; the others use
+        slot 0."""
         if write is None:
             return read, torch.ones_like(read, dtype=torch.bool)
-        if path == "mtp":
+        if path in ("mtp", "prefill"):
             return write, write >= 0
         return write.clamp(min=0), torch.ones_like(write, dtype=torch.bool)
 
@@ -223,9 +226,76 @@ class FlashInferCPU:
         return out, state
 
 
+    def chunk_gated_delta_rule(
+            self, q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False,
+            cu_seqlens=None, use_qk_l2norm_in_kernel=False, output=None, output_state=None, state_checkpoints=None,
+            checkpoint_cu_starts=None, checkpoint_every_n_tokens=0, use_cp="auto", state_indices=None,
+            _cp_chunk_len=None, backend="auto", max_seqlen=None, *, gate_domain="linear", output_state_indices=None,
+            **unmodelled):
+        """Varlen prefill: q, k [tokens, H, K], v [tokens, HV, V], g (linear alpha) and beta fp32 [tokens, HV].
+        With state_indices, initial_state / output_state are pools. Checkpoints, in-kernel gating, logit beta and
+        the Cake / cuDNN / SM120 backends are not modelled."""
+        extras = [name for name, x in unmodelled.items() if x is not None and x is not False]
+        extras += ["checkpoints"] if checkpoint_every_n_tokens or state_checkpoints is not None else []
+        if extras or backend not in ("auto", "flashinfer"):
+            raise NotImplementedError(f"the CPU stand-in models the native prefill kernels only (got {extras}, "
+                                      f"backend {backend!r})")
+        assert gate_domain in ("linear", "log"), f"gate_domain must be 'linear' or 'log', got {gate_domain!r}"
+        total, H, K = q.shape
+        HV, V = v.shape[1:]
+        assert q.dtype in (torch.bfloat16, torch.float16) and k.dtype == v.dtype == q.dtype, \
+            f"q, k, v must share an fp16/bf16 dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
+        assert cu_seqlens is not None and cu_seqlens.dtype in _INDEX and cu_seqlens.numel() >= 2, \
+            "cu_seqlens must be int32/int64 [N + 1], N >= 1"
+        cu = cu_seqlens.tolist()
+        N = len(cu) - 1
+        ones = torch.ones(total, HV)
+        g, beta = ones if g is None else g, ones if beta is None else beta
+        assert g.dtype == beta.dtype == torch.float32 and g.shape == beta.shape == (total, HV), \
+            f"g, beta must be fp32 [{total}, {HV}]"
+        g = torch.exp(g) if gate_domain == "log" else g
+        split = output_state_indices is not None
+        assert not split or (state_indices is not None and output_state is not None and output_final_state), \
+            "output_state_indices requires state_indices, an output_state pool and output_final_state=True"
+        if state_indices is None:  # sequence-ordered states [N, HV, V, K]
+            state_indices = torch.arange(N)
+        elif output_final_state and output_state is None:
+            raise ValueError("state_indices requires an explicit output_state pool")
+        for name, idx in (("state_indices", state_indices), ("output_state_indices", output_state_indices)):
+            assert idx is None or (idx.shape == (N,) and idx.dtype in _INDEX), f"{name} must be int32/int64 [{N}]"
+        read = state_indices.long()
+        if not split and bool((read < 0).any()):  # the kernel would read before the pool
+            raise ValueError("state_indices: -1 needs output_state_indices")
+        S = torch.zeros(N, HV, V, K)  # one running state per sequence; read id -1: the zero state
+        if initial_state is not None:
+            assert initial_state.shape[1:] == (HV, V, K), f"initial_state must be [*, {HV}, {V}, {K}]"
+            S[read >= 0] = initial_state[read[read >= 0]].float()  # gathered before any write
+        if use_qk_l2norm_in_kernel:  # normalized in fp32, rounded back to the input dtype before the kernel
+            q, k = (self.l2norm(x.float()).to(x.dtype) for x in (q, k))
+        hmap = self.head_map(H, HV)
+        qf = q.float()[:, hmap] * (K ** -0.5 if not scale else float(scale))  # scale 0 also means the default
+        kf, vf = k.float()[:, hmap], v.float()
+        out = torch.empty(total, HV, V, dtype=q.dtype) if output is None else output
+        assert out.dtype == q.dtype and out.shape == (total, HV, V), f"output must be {q.dtype} [{total}, {HV}, {V}]"
+        for n in range(N):
+            for i in range(cu[n], cu[n + 1]):
+                S[n:n + 1], o = self.step(S[n:n + 1], qf[i:i + 1], kf[i:i + 1], vf[i:i + 1], g[i:i + 1], beta[i:i + 1])
+                out[i] = o[0].to(out.dtype)
+        if not output_final_state:
+            return out
+        if output_state is None:
+            output_state = torch.empty(N, HV, V, K)
+        slot, written = self.write_slot("prefill", read, output_state_indices.long() if split else None)
+        written &= torch.tensor(cu[1:]) > torch.tensor(cu[:-1])  # an empty sequence stores nothing
+        self.store_pool(output_state, slot[written], S[written])
+        return out, output_state
+
+
 _DEFAULT = FlashInferCPU()
 gated_delta_rule_decode_pretranspose = _DEFAULT.gated_delta_rule_decode_pretranspose
 gated_delta_rule_mtp = _DEFAULT.gated_delta_rule_mtp
 gated_delta_rule_decode = _DEFAULT.gated_delta_rule_decode
+chunk_gated_delta_rule = _DEFAULT.chunk_gated_delta_rule
 
-__all__ = ["FlashInferCPU", "gated_delta_rule_decode", "gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp"]
+__all__ = ["FlashInferCPU", "chunk_gated_delta_rule", "gated_delta_rule_decode", "gated_delta_rule_decode_pretranspose",
+           "gated_delta_rule_mtp"]

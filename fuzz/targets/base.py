@@ -135,14 +135,19 @@ class Target:
     def semantics(self) -> Semantics:
         return semantics_for(self.path, self.family.version())
 
+    def api(self):
+        """What this target's `needs` are looked up on (the family's API unless a target loads more)."""
+        return self.family.api()
+
     def device(self, profile_device: str) -> str:
         return profile_device
 
     def unavailable_reason(self, profile_device: str) -> str | None:
         """None when the target can run on this profile's device, else why not."""
         try:
-            api = self.family.api()
-        except Unavailable as e:
+            api = self.api()
+            self.semantics()
+        except (Unavailable, LookupError) as e:  # LookupError: no semantics row for the installed release
             return str(e)
         missing = [f for f in self.needs if not hasattr(api, f)]
         if missing:

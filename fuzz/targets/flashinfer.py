@@ -1,5 +1,6 @@
-"""FlashInfer GDN decode / MTP (0.7.4 API). The override contract for the `flashinfer` family is a module
-exposing `gated_delta_rule_decode_pretranspose` and `gated_delta_rule_mtp` with 0.7.4's signatures."""
+"""FlashInfer GDN decode / MTP and varlen prefill (0.7.4 API). The override contract for the `flashinfer` family
+is a module exposing `gated_delta_rule_decode_pretranspose`, `gated_delta_rule_mtp`, `gated_delta_rule_decode` and
+`chunk_gated_delta_rule` with 0.7.4's signatures."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,15 +11,18 @@ from fuzz.case import Case
 from fuzz.materialize import Tensors
 from fuzz.targets.base import Family, Support, Target, Unavailable, import_or_unavailable, installed_version
 
+HINT = "pip install 'gdn-fuzz[flashinfer]'"
 # Kernel-availability flags of flashinfer.gdn_decode: a kernel that failed to import is an error the user
 # sees, never a quiet fallback to another path.
 AVAILABILITY_FLAGS = ("_GDN_DECODE_BF16_STATE_AVAILABLE", "_PRETRANSPOSE_AVAILABLE", "_MTP_AVAILABLE")
 
 
 class FlashInferFamily(Family):
+    _prefill: object = None  # flashinfer.gdn_prefill, or the Unavailable its loading raised
+
     def load_real(self):
         version = installed_version("flashinfer-python")
-        module = import_or_unavailable("flashinfer.gdn_decode", "pip install 'gdn-fuzz[flashinfer]'")
+        module = import_or_unavailable("flashinfer.gdn_decode", HINT)
         off = [flag for flag in AVAILABILITY_FLAGS if getattr(module, flag, True) is not True]
         if off:
             raise Unavailable(f"flashinfer {version}: kernels failed to import ({', '.join(off)} is False); "
@@ -26,9 +30,41 @@ class FlashInferFamily(Family):
         module.__version__ = version
         return module
 
+    def prefill(self):
+        """flashinfer.gdn_prefill, imported when a prefill target first asks (a larger import closure than
+        gdn_decode's): its failure makes the prefill target unavailable, never the decode ones."""
+        if self.override:
+            return self.api()
+        if self._prefill is None:
+            self._prefill = _load_prefill(self.version())
+        if isinstance(self._prefill, Unavailable):
+            raise self._prefill
+        return self._prefill
+
+    def reset(self, override: str | None) -> None:
+        super().reset(override)
+        self._prefill = None
+
+
+def _load_prefill(version: str):
+    try:
+        module = import_or_unavailable("flashinfer.gdn_prefill", HINT)
+    except Unavailable as e:
+        return e
+    # gdn_kernels sets a kernel that failed to import to None; the call would then raise NotImplementedError on every
+    # case. The chunked (sm{major}0) and context-parallel kernels of this GPU must both be there.
+    major = torch.cuda.get_device_capability()[0] if torch.cuda.is_available() else None
+    names = (f"chunk_gated_delta_rule_sm{major}0", f"cp_delta_rule_dsl_sm{major}0") if major else ()
+    off = [name for name in names if getattr(module, name, True) is None]
+    if off:
+        return Unavailable(f"flashinfer {version}: prefill kernels failed to import ({', '.join(off)} is None); "
+                           "check nvidia-cutlass-dsl and cuda-bindings")
+    return module
+
 
 PRETRANSPOSE = "gated_delta_rule_decode_pretranspose"
-FLASHINFER = FlashInferFamily("flashinfer", (PRETRANSPOSE, "gated_delta_rule_mtp", "gated_delta_rule_decode"))
+CHUNK = "chunk_gated_delta_rule"
+FLASHINFER = FlashInferFamily("flashinfer", (PRETRANSPOSE, "gated_delta_rule_mtp", "gated_delta_rule_decode", CHUNK))
 SM90_PLUS = (9, 10, 11, 12)
 HEAD_128 = ((128, 128),)
 
@@ -40,7 +76,7 @@ class FlashInferTarget(Target):
         self.name, self.path, self.support, self.needs, self.backend = name, path, support, (function,), backend
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
-        api = self.family.api()
+        api = self.api()
         common = dict(q=t.q, k=t.k, v=t.v, A_log=t.A_log, a=t.a, dt_bias=t.dt_bias, b=t.b, scale=case.scale,
                       output=t.output.view, output_state_indices=t.write_slots)
         if self.path == "flashinfer.decode.kmajor":  # no pool: the state is [B, HV, K, V] itself
@@ -64,6 +100,27 @@ class FlashInferTarget(Target):
         return out
 
 
+class FlashInferPrefill(FlashInferTarget):
+    """chunk_gated_delta_rule on the pool in place: initial_state = output_state = the pool, state_indices read."""
+
+    def api(self):
+        return self.family.prefill()
+
+    def call(self, case: Case, t: Tensors) -> torch.Tensor:
+        # g goes in as linear alpha = exp(g), fp32: what the chunked kernels read (0.7.4's gate_domain="log" does the
+        # same exp on the host; 0.7.2.post1 has no gate_domain).
+        alpha = torch.exp(t.g)
+        # Index -1 is legal only with output_state_indices (read -1: zero state, write -1: no store). Without padding
+        # the plain in-place pool mode runs: it alone may take the context-parallel route on SM90 (D = 128).
+        write = t.write_slots if t.write_slots is not None else t.read_slots.clone() if any(case.padded) else None
+        out, _ = self.api().chunk_gated_delta_rule(
+            q=t.q, k=t.k, v=t.v, g=alpha, beta=t.beta, scale=case.scale, initial_state=t.pool.view,
+            output_final_state=True, cu_seqlens=t.cu_seqlens, use_qk_l2norm_in_kernel=case.l2norm,
+            output=t.output.view, output_state=t.pool.view, state_indices=t.read_slots, backend=self.backend,
+            output_state_indices=write)
+        return out
+
+
 # 0.7.4 asserts q is fp16/bf16 (then converts to bf16 for the kernel).
 _POOL = Support(ops=frozenset({"decode"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128,
                 split_write=True,
@@ -79,4 +136,10 @@ TARGETS = (
     FlashInferTarget("flashinfer-mtp-fp32", "flashinfer.mtp.fp32", dataclasses.replace(
         _POOL, ops=frozenset({"decode", "verify"}), intermediate=True, sliced_intermediate=True, token_slots=True,
         no_update=True), "gated_delta_rule_mtp"),
+    # SM90 chunked prefill (delta_rule_sm90.py): one head size D = K = V = 128, fp16/bf16 q/k/v and output alike,
+    # HV = ratio * H; a strided pool is fine (only its inner strides enter the compile key). gdn_prefill.py
+    # dispatches majors 8, 9, 10 (CUDA 13) and 12; 11 raises.
+    FlashInferPrefill("flashinfer-prefill-chunk", "flashinfer.prefill.chunk", Support(
+        ops=frozenset({"prefill"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128,
+        split_write=True, strided_pool=True, arch=(9, 10, 12)), CHUNK),
 )

@@ -1,0 +1,188 @@
+"""Replay cases under `compute-sanitizer --tool memcheck` and attribute each report to its case.
+
+A kernel's out-of-bounds access that lands inside another allocation corrupts nothing the verdict can see;
+memcheck sees it, but only without PyTorch's caching allocator (PYTORCH_NO_CUDA_MEMORY_CACHING=1: every
+tensor is its own allocation) and only once per process (the first error kills the CUDA context). So the
+cases run in one child process under the sanitizer, each announced by a marker line; after an error the
+child is restarted at the next case.
+
+    python -m fuzz.sanitize flashinfer-bf16 'decode-B2-...' 'verify-B3-...'          # coordinates
+    python -m fuzz.sanitize flashinfer-bf16 --sample 20 --op decode --profile h200    # drawn cases
+    python -m fuzz.sanitize --child TARGET FILE DEVICE OVERRIDES                      # (internal)
+
+`pytest --gdn-sanitize` runs this on each shrunk KernelCrash / GuardBreach and attaches the report.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+
+from fuzz.case import Case
+
+MARK, OUTCOME, DONE = "@@gdn-case", "@@gdn-outcome", "@@gdn-done"
+ERROR_LINE = re.compile(r"^=+ (Invalid|Address|Program hit|Malloc|Out-of-range|Misaligned|Cuda API|Barrier)")
+
+
+@dataclass
+class SanitizerResult:
+    case: str
+    outcome: str  # the verdict in the sanitized run ("pass", a failure class, or "died")
+    errors: int  # memcheck error reports attributed to this case
+    report: str  # the sanitizer's lines for this case
+
+    @property
+    def clean(self) -> bool:
+        return self.errors == 0 and self.outcome != "died"
+
+
+def sanitizer_command() -> list[str]:
+    """The sanitizer invocation; GDN_FUZZ_SANITIZER replaces the executable (tests use a stand-in)."""
+    exe = shlex.split(os.environ.get("GDN_FUZZ_SANITIZER", "compute-sanitizer"))
+    # --report-api-errors no: cuda-bindings probes driver symbols and would show up as API errors.
+    return [*exe, "--tool", "memcheck", "--report-api-errors", "no", "--print-limit", "20"]
+
+
+def sanitize(target: str, cases: list[Case], device: str = "cuda", overrides: dict | None = None,
+             timeout: float = 900.0) -> list[SanitizerResult]:
+    """Run every case under memcheck; one result per case, in order."""
+    results: list[SanitizerResult] = []
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+    while len(results) < len(cases):
+        todo = cases[len(results):]
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump([repr(c) for c in todo], f)
+        cmd = [*sanitizer_command(), sys.executable, "-m", "fuzz.sanitize", "--child", target, f.name, device,
+               json.dumps(overrides or {})]
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+            text = proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as e:
+            text = (e.stdout or b"").decode(errors="replace") + "\n(sanitizer run timed out)"
+        finally:
+            os.unlink(f.name)
+        batch = _attribute(text, todo)
+        if not batch:  # the child died before its first case: report that and stop
+            raise RuntimeError(f"sanitizer child failed before any case:\n{text[-3000:]}")
+        results += batch
+    return results
+
+
+SANITIZED = ("KernelCrash", "GuardBreach")  # failure kinds whose cause is a memory access
+
+
+def sanitizer_sections(target, error: BaseException, device: str) -> list[tuple[str, str]]:
+    """(title, report) for each KernelCrash / GuardBreach in a shrunk failure, re-run under memcheck."""
+    from fuzz.corpus import failed_cases
+    from fuzz.worker import current_overrides
+
+    sections = []
+    for case, kind, _ in failed_cases(error):
+        if kind in SANITIZED:
+            r = sanitize(target.name, [case], device, current_overrides())[0]
+            sections.append((f"compute-sanitizer memcheck: {case!r}",
+                             f"{r.errors} memcheck errors; outcome under the sanitizer: {r.outcome}\n{r.report}"))
+    return sections
+
+
+def _attribute(text: str, cases: list[Case]) -> list[SanitizerResult]:
+    """Split the output at the case markers. A case whose outcome line is missing killed the child."""
+    results, current, lines, outcome = [], None, [], None
+
+    def close():
+        errors = sum(bool(ERROR_LINE.match(ln)) for ln in lines)
+        results.append(SanitizerResult(repr(cases[current]), outcome or "died", errors, "\n".join(lines)))
+
+    for line in text.splitlines():
+        if line.startswith(MARK):
+            if current is not None:
+                close()
+            current, lines, outcome = int(line.split()[1]), [], None
+        elif line.startswith(OUTCOME):
+            outcome = line.split(None, 2)[2]
+        elif line.startswith(DONE):
+            break
+        elif current is not None and line.startswith("="):
+            lines.append(line)
+    if current is not None:
+        close()
+    return results
+
+
+def _child(target_name: str, path: str, device: str, overrides: str) -> None:
+    from fuzz.harness import check
+    from fuzz.targets import TARGETS, set_overrides
+
+    set_overrides(json.loads(overrides))
+    target = next(t for t in TARGETS if t.name == target_name)
+    for i, coordinate in enumerate(json.load(open(path))):
+        print(f"{MARK} {i}", flush=True)
+        try:
+            check(target, Case.parse(coordinate), device)
+            outcome = "pass"
+        except Exception as e:  # noqa: BLE001 - every outcome is reported, the sanitizer decides
+            outcome = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        print(f"{OUTCOME} {i} {outcome}", flush=True)
+    print(DONE, flush=True)
+
+
+def _sample(target, op: str, profile: str, n: int) -> list[Case]:
+    """n cases the strategies draw for this target (derandomized: the same list every time)."""
+    from hypothesis import Phase, given, settings
+    from hypothesis import strategies as st
+
+    from fuzz.profiles import budget_for
+    from fuzz.strategies import cases
+
+    drawn: list[Case] = []
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate])
+    @given(st.data())
+    def collect(data):
+        drawn.append(data.draw(cases(target, op, budget_for(profile))))
+
+    collect()
+    return drawn[:n]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target")
+    p.add_argument("coordinates", nargs="*")
+    p.add_argument("--sample", type=int, default=0, help="also draw this many cases from the strategies")
+    p.add_argument("--op", default="decode")
+    p.add_argument("--profile", default="h200")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--gdn-target", action="append", default=[], metavar="FAMILY=module")
+    p.add_argument("--out", help="write the results as JSON")
+    args = p.parse_args(argv)
+    from fuzz.targets import TARGETS, set_overrides
+
+    overrides = dict(spec.split("=", 1) for spec in args.gdn_target)
+    set_overrides(overrides)
+    target = next(t for t in TARGETS if t.name == args.target)
+    todo = [Case.parse(c) for c in args.coordinates] + (_sample(target, args.op, args.profile, args.sample)
+                                                        if args.sample else [])
+    results = sanitize(args.target, todo, args.device, overrides)
+    for r in results:
+        print(f"{'clean' if r.clean else 'DIRTY'}  errors={r.errors}  {r.outcome[:80]}  {r.case}")
+        if not r.clean:
+            print("\n".join("    " + ln for ln in r.report.splitlines()[:40]))
+    print(f"{len(results)} cases, {sum(not r.clean for r in results)} with memcheck errors or a dead child")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump([asdict(r) for r in results], f, indent=1)
+    return int(any(not r.clean for r in results))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        _child(*sys.argv[2:6])
+    else:
+        sys.exit(main())

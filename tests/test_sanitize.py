@@ -1,0 +1,32 @@
+"""compute-sanitizer replay: reports are attributed to the case that caused them, and the child restarts after
+an error (a stand-in sanitizer on CPU; the real one runs on the GPU hosts)."""
+import sys
+from pathlib import Path
+
+from fuzz.case import Case
+from fuzz.sanitize import sanitize
+
+FAKE = f"{sys.executable} {Path(__file__).with_name('fake_sanitizer.py')}"
+STANDIN = {"flashinfer": "fuzz.standins.flashinfer_cpu"}
+CLEAN = "decode-B1-T1-H1-HV2-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed{}-slots[1]"
+DIRTY = "decode-B2-T1-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,-1]"
+
+
+def test_errors_go_to_their_case_and_the_rest_still_runs(monkeypatch):
+    monkeypatch.setenv("GDN_FUZZ_SANITIZER", FAKE)
+    cases = [Case.parse(c) for c in (CLEAN.format(0), DIRTY, CLEAN.format(1), CLEAN.format(2))]
+    results = sanitize("flashinfer-pretranspose-fp32", cases, "cpu", STANDIN)
+    assert [r.case for r in results] == [repr(c) for c in cases]
+    assert [r.clean for r in results] == [True, False, True, True]
+    assert results[0].outcome == "pass" and results[2].outcome == "pass"
+    assert results[1].outcome == "died" and results[1].errors == 1
+    assert "Invalid __global__ write" in results[1].report
+
+
+def test_the_verdict_under_the_sanitizer_is_reported_with_the_case(monkeypatch):
+    monkeypatch.setenv("GDN_FUZZ_SANITIZER", FAKE)
+    case = Case.parse(CLEAN.format(0))
+    mutant = {"flashinfer": "tests.mutants:output_before_update"}
+    [result] = sanitize("flashinfer-pretranspose-fp32", [case], "cpu", mutant)
+    assert result.errors == 0
+    assert result.outcome.startswith("OutputMismatch"), result.outcome
