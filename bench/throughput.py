@@ -79,6 +79,7 @@ def main() -> None:
                 shares = [f"{100 * x / total:.0f}" for x in (rest, *(phases[k] for k in PHASES))]
                 rows.append((target.name, op, cache_state, str(count), f"{count / total:.1f}", str(len(buckets)),
                              *shares))
+                print("measured:", "  ".join(rows[-1]), flush=True)  # a run cut short still leaves its rows
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))

@@ -87,6 +87,10 @@ KNOWN_BUGS = {
                      "for every B, H, HV tried; T = 2 runs: masked by not fuzzing its T = 1 (decode) at all",
     "bf16-i64-indices": "bf16-state kernels fail to compile with int64 initial_state_indices (TYPE_UNSTABLE_JOIN: "
                         "the -1 -> 0 redirect assigns an Int32 to the Int64 cache_idx); masked by int32 indices",
+    "noupdate-pad-output": "gated_delta_rule_mtp with disable_state_update=True writes the output rows of padded "
+                           "requests (contract: untouched); masked by no padding in no-update cases",
+    "sliced-inter-rejected": "the intermediate buffer must be contiguous: a sliced [:, :T] view of a larger cache is "
+                             "rejected (accepted since 0.7.4); masked by drawing whole buffers",
 }
 # Known bugs that make a whole operation unusable on a path: the test is skipped, with this as its reason.
 MASKED_OPS = {"mtp-t1-layout": "decode"}
@@ -98,9 +102,11 @@ KNOWN: tuple[tuple[str, str, frozenset], ...] = (
     ("sglang.sigmoid_gating", "==0.5.23", frozenset({"unchecked-gva"})),
     ("sglang.recurrent_update", "==0.5.23", frozenset({"unchecked-gva", "strided-write-lost"})),
     ("flashinfer.pretranspose.fp32", "==0.7.4", frozenset({"size1-layout"})),
-    ("flashinfer.bf16", "==0.7.4", frozenset({"size1-layout", "bf16-i64-indices"})),
+    ("flashinfer.bf16", "==0.7.4", frozenset({"size1-layout", "bf16-i64-indices", "unchecked-gva"})),
+    ("flashinfer.bf16", "==0.7.2.post1", frozenset({"unchecked-gva"})),
     ("flashinfer.decode.kmajor", "==0.7.4", frozenset({"size1-layout", "unchecked-gva"})),
-    ("flashinfer.mtp.fp32", "==0.7.4", frozenset({"size1-layout", "mtp-t1-layout"})),
+    ("flashinfer.mtp.fp32", "==0.7.4", frozenset({"size1-layout", "mtp-t1-layout", "noupdate-pad-output"})),
+    ("flashinfer.mtp.fp32", "==0.7.2.post1", frozenset({"noupdate-pad-output", "sliced-inter-rejected"})),
 )
 
 SKIP_ZERO = PadContract("negative", "skip_zero", "skip")
@@ -136,6 +142,28 @@ TABLE: tuple[Row, ...] = (
         why="with output_state_indices: read id -1 starts from the zero state, write id -1 skips the store, an empty "
             "sequence stores nothing; g is passed as linear alpha = exp(g); q/k/v/output share q's dtype; "
             "normalize_qk rounds the normalized q, k back to it")),
+)
+
+# FlashInfer's SM100-only paths (fuzz/targets/flashinfer_sm100.py), as read in the 0.7.4 wheel. Cake kernels test each
+# slot as 0 <= slot < pool in-kernel, whatever FLASHINFER_CAKE_GDN_VALIDATE_SLOTS says (=1 only adds a device assert
+# for slots other than -1 outside the pool; the adapters leave it unset: drawn slots are -1 or in the pool).
+TABLE += (
+    Row("flashinfer.cake.bf16", ">=0.7.4", Semantics(
+        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16",
+        why="Cake bf16-state T=1 (vec8 / vec8occ / wide128 bodies): read slot -1 (or >= pool): the row is skipped, "
+            "no state I/O, its output row untouched; write slot -1: the store is skipped, the output still written; "
+            "state held in fp32 registers, rounded to bf16 on store")),
+    Row("flashinfer.cake.fp32", ">=0.7.4", Semantics(
+        pad=PadContract("negative", "skip_zero", "skip"), inputs_as="bf16", output="bf16",
+        why="Cake fp32-state T=1 (splitv8): read slot -1 (or >= pool): no state I/O, output row written as 0; "
+            "write slot -1: the store is skipped")),
+    Row("flashinfer.cake.kmajor", ">=0.7.4", Semantics(
+        inputs_as="bf16", output="bf16", why="Cake K-major fp32 T=1: no pool, the state tensor is the batch")),
+    Row("flashinfer.replayssm", ">=0.7.4", Semantics(
+        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16",
+        why="verify(cache_replayssm=True) keeps the checkpoint frozen; read slot -1 leaves output and window rows "
+            "untouched; commit replays accept_lens tokens in fp32 into checkpoint[slot], slots <= null_block_id (-1) "
+            "and accept 0 are no-ops; the adapter commits T (update) or 0 (noupdate) at the read slot")),
 )
 
 

@@ -29,6 +29,7 @@ from fuzz.materialize import materialize
 from fuzz.profiles import BUDGETS
 from fuzz.semantics import semantics_for
 from fuzz.strategies import cases
+from fuzz.targets import flashinfer
 from fuzz.targets import FAMILIES, TARGETS, set_overrides
 from fuzz.verdict import GdnFailure
 from tests.mutants import MUTANTS
@@ -270,7 +271,7 @@ def test_mutant_reproduces_where_the_standin_does_not(tmp_path, flashinfer_overr
     assert rc == 0 and verdict(out) == "NOT REPRODUCED", out
 
 
-@pytest.mark.parametrize(("target", "op"), [(t.name, op) for t in TARGETS if t.family.name == "flashinfer"
+@pytest.mark.parametrize(("target", "op"), [(t.name, op) for t in flashinfer.TARGETS
                                             for op in sorted(t.support.ops)])
 def test_script_passes_what_the_fuzzer_passes_on_the_standin(tmp_path, flashinfer_override, target, op):
     """Drawn cases (padding, split and per-token slots, buffers, noupdate, invalid GVA...): the stand-in is correct,

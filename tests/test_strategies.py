@@ -90,3 +90,9 @@ def test_drawn_cases_round_trip_and_respect_support(target, data):
         assert _identity(case) and case.pool == case.B
     if case.inter_rows:
         assert case.inter_steps >= case.T
+    pad = target.semantics().pad
+    if case.write_slots and pad.read == pad.write == "slot0" and case.null in case.write_slots:
+        # slot 0 is scratch written in this call: a row that read it must not store what it computed
+        assert all(w == case.null for p, w in zip(case.padded, case.write_slots) if p)
+    if case.op == "prefill" and not sup.empty_prefill:
+        assert any(case.seqlens)

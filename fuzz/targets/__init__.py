@@ -1,10 +1,10 @@
 """The target registry: every adapter, grouped by library family."""
 from __future__ import annotations
 
-from fuzz.targets import fla, flashinfer, sglang
+from fuzz.targets import fla, flashinfer, flashinfer_sm100, sglang
 from fuzz.targets.base import Family, Target
 
-TARGETS: tuple[Target, ...] = fla.TARGETS + sglang.TARGETS + flashinfer.TARGETS
+TARGETS: tuple[Target, ...] = fla.TARGETS + sglang.TARGETS + flashinfer.TARGETS + flashinfer_sm100.TARGETS
 FAMILIES: dict[str, Family] = {t.family.name: t.family for t in TARGETS}
 
 

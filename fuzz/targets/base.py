@@ -46,6 +46,7 @@ class Support:
     explicit_rows: bool = False  # accepts explicit intermediate row indices
     sliced_intermediate: bool = False
     token_slots: bool = False
+    empty_prefill: bool = True  # accepts a prefill whose sequences are all empty (zero tokens in the call)
     strided_pool: bool = False
     no_update: bool = False
     l2norm_off: bool = True

@@ -137,9 +137,10 @@ TARGETS = (
         _POOL, ops=frozenset({"decode", "verify"}), intermediate=True, sliced_intermediate=True, token_slots=True,
         no_update=True), "gated_delta_rule_mtp"),
     # SM90 chunked prefill (delta_rule_sm90.py): one head size D = K = V = 128, fp16/bf16 q/k/v and output alike,
+    # at least one token per call ("max_seqlen must be positive": a stated precondition, seen on the H200),
     # HV = ratio * H; a strided pool is fine (only its inner strides enter the compile key). gdn_prefill.py
     # dispatches majors 8, 9, 10 (CUDA 13) and 12; 11 raises.
     FlashInferPrefill("flashinfer-prefill-chunk", "flashinfer.prefill.chunk", Support(
         ops=frozenset({"prefill"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128,
-        split_write=True, strided_pool=True, arch=(9, 10, 12)), CHUNK),
+        split_write=True, strided_pool=True, empty_prefill=False, arch=(9, 10, 12)), CHUNK),
 )

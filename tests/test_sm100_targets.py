@@ -1,0 +1,357 @@
+"""The SM100-only FlashInfer targets (Cake decode, ReplaySSM) on the CPU.
+
+Through the override stand-in fuzz.standins.flashinfer_sm100_cpu: explicit cases pass, a short derandomized
+Hypothesis run finds nothing, and a planted bug per contract is caught with its failure class (so the passes above
+can fail). Against a fake installed `flashinfer` (no GPU needed): the real targets report the compute capability they
+need, then what else a Blackwell host must have, and the Cake fuzz tests are masked while the strategies cannot draw
+the manifest's heads. When the 0.7.4 wheel is at hand, the declared manifest heads are checked against its manifest.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zipfile
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from fuzz.case import Case
+from fuzz.harness import check
+from fuzz.profiles import BUDGETS
+from fuzz.standins.flashinfer_sm100_cpu import CakeGDNUnsupportedError, FlashInferSM100CPU
+from fuzz.strategies import cases
+from fuzz.targets import FAMILIES, flashinfer, flashinfer_sm100, set_overrides
+from fuzz.verdict import GdnFailure, IntermediateMismatch, NonFinite, PoolCorruption, StateMismatch, UnwrittenOutput
+
+BY_NAME = {t.name: t for t in flashinfer_sm100.TARGETS}
+STANDIN = "fuzz.standins.flashinfer_sm100_cpu"
+CAKE = ("flashinfer-cake-bf16", "flashinfer-cake-fp32", "flashinfer-cake-kmajor")
+REPLAY = "flashinfer-replayssm"
+COMMON = dict(K=8, V=16, seed=7, input_dtype="bf16", index_dtype="i32")
+
+
+@pytest.fixture
+def override():
+    """Point the flashinfer family at a module for one test; put back whatever was set before."""
+    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+    yield lambda spec: set_overrides({**before, "flashinfer": spec})
+    set_overrides(before)
+
+
+EXPLICIT = {
+    # a padded read (output untouched, nothing stored), a padded write (output written, no store), a strided pool
+    "flashinfer-cake-bf16": Case(op="decode", H=2, HV=4, T=1, pool=6, read_slots=(3, -1, 1), write_slots=(4, 2, -1),
+                                 state_dtype="bf16", pool_gap=1, **COMMON),
+    # a padded read: its output row is written as 0
+    "flashinfer-cake-fp32": Case(op="decode", H=1, HV=2, T=1, pool=3, read_slots=(2, -1), state_dtype="fp32",
+                                 gate="mixed", **COMMON),
+    "flashinfer-cake-kmajor": Case(op="decode", H=1, HV=4, T=1, pool=2, read_slots=(0, 1), state_dtype="fp32",
+                                   layout="kv", **COMMON),
+    # full acceptance with a padded row and every prefix committed into the buffer; int64 verify slots
+    REPLAY: Case(op="verify", H=1, HV=2, T=4, pool=5, read_slots=(3, -1, 0), inter_rows=4, inter_steps=5,
+                 state_dtype="fp32", **{**COMMON, "index_dtype": "i64"}),
+}
+NOUPDATE = Case(op="verify", H=2, HV=4, T=3, pool=4, read_slots=(1, 2), update=False, state_dtype="fp32", l2norm=False,
+                **{**COMMON, "input_dtype": "fp16"})
+
+
+@pytest.mark.parametrize("name", sorted(EXPLICIT))
+def test_explicit_cases_pass_through_the_override(name, override):
+    override(STANDIN)
+    check(BY_NAME[name], EXPLICIT[name], "cpu")
+
+
+def test_replayssm_noupdate_commits_nothing(override):
+    """accept 0 (noupdate) leaves the pool bit-identical; fp16 inputs, no l2norm."""
+    override(STANDIN)
+    check(BY_NAME[REPLAY], NOUPDATE, "cpu")
+
+
+def test_invalid_head_ratio_is_rejected_cleanly(override):
+    override(STANDIN)
+    for name in (*CAKE, REPLAY):
+        case = EXPLICIT[name].replace(H=2, HV=3)
+        check(BY_NAME[name], case, "cpu")  # raises AcceptedInvalidInput if the call ran
+
+
+@pytest.mark.parametrize("name", sorted(EXPLICIT))
+def test_derandomized_fuzz_finds_nothing(name, override):
+    override(STANDIN)
+    target, op = BY_NAME[name], next(iter(BY_NAME[name].support.ops))
+    seen = []
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+    @given(cases(target, op, BUDGETS["ci"]))
+    def run(case: Case) -> None:
+        seen.append(case)
+        check(target, case, "cpu")
+
+    run()
+    assert len(seen) >= 60
+    assert any(any(c.padded) for c in seen) or name == "flashinfer-cake-kmajor"
+    if name == REPLAY:
+        assert any(c.inter_rows for c in seen) and any(not c.update for c in seen)
+
+
+# ---- planted bugs: one per contract the targets judge --------------------------------------------------------
+class CommitDropsLastToken(FlashInferSM100CPU):
+    def commit_row(self, S, rawk, rawv, log_g, beta, hmap, accepted, use_l2norm, track=None):
+        return super().commit_row(S, rawk, rawv, log_g, beta, hmap, accepted - 1, use_l2norm, track)
+
+
+class WindowNotCached(FlashInferSM100CPU):
+    """Verify leaves the windows as allocated (NaN): the commit replays garbage."""
+
+    def cache_window(self, windows, slot, k, v, log_g, beta):
+        pass
+
+
+class CommitWrongBelowFull(FlashInferSM100CPU):
+    """Right at full acceptance (what the pool sees), one token short of every other prefix but the first."""
+
+    def commit_row(self, S, rawk, rawv, log_g, beta, hmap, accepted, use_l2norm, track=None):
+        accepted = accepted if accepted in (1, rawk.shape[1]) else accepted - 1
+        return super().commit_row(S, rawk, rawv, log_g, beta, hmap, accepted, use_l2norm, track)
+
+
+class CakePadRedirectsToSlot0(FlashInferSM100CPU):
+    """The CuTe bf16 contract (-1 reads slot 0) on the Cake path, whose kernels skip the row."""
+
+    def read_slot(self, path, idx):
+        if path == "cake-bf16":
+            return idx.clamp(min=0), torch.ones_like(idx, dtype=torch.bool)
+        return super().read_slot(path, idx)
+
+
+class CakeFp32PadNotZeroed(FlashInferSM100CPU):
+    def pad_output(self, out, rows):
+        pass
+
+
+COMMIT_DROPS_LAST = CommitDropsLastToken()
+WINDOW_NOT_CACHED = WindowNotCached()
+COMMIT_WRONG_BELOW_FULL = CommitWrongBelowFull()
+CAKE_PAD_TO_SLOT0 = CakePadRedirectsToSlot0()
+CAKE_FP32_PAD_NOT_ZEROED = CakeFp32PadNotZeroed()
+
+PLANTED = {
+    "COMMIT_DROPS_LAST": (REPLAY, EXPLICIT[REPLAY], StateMismatch),
+    "WINDOW_NOT_CACHED": (REPLAY, EXPLICIT[REPLAY], NonFinite),
+    "COMMIT_WRONG_BELOW_FULL": (REPLAY, EXPLICIT[REPLAY], IntermediateMismatch),
+    "CAKE_PAD_TO_SLOT0": ("flashinfer-cake-bf16", EXPLICIT["flashinfer-cake-bf16"], PoolCorruption),
+    "CAKE_FP32_PAD_NOT_ZEROED": ("flashinfer-cake-fp32", EXPLICIT["flashinfer-cake-fp32"], UnwrittenOutput),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(PLANTED))
+def test_planted_bug_is_caught(mutant, override):
+    name, case, failure = PLANTED[mutant]
+    override(f"{__name__}:{mutant}")
+    with pytest.raises(GdnFailure) as caught:
+        check(BY_NAME[name], case, "cpu")
+    assert isinstance(caught.value, failure), f"{type(caught.value).__name__}: {caught.value}"
+
+
+def test_a_prefix_only_commit_bug_needs_the_buffer(override):
+    """COMMIT_WRONG_BELOW_FULL is right where the pool looks: only the committed prefixes show it."""
+    override(f"{__name__}:COMMIT_WRONG_BELOW_FULL")
+    check(BY_NAME[REPLAY], EXPLICIT[REPLAY].replace(inter_rows=0, inter_steps=0), "cpu")
+
+
+# ---- the stand-in's host contract ----------------------------------------------------------------------------
+def _decode_inputs(B=2, H=1, HV=2, K=8, V=16, dtype=torch.bfloat16):
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(B, 1, H, K, generator=g).to(dtype) for _ in range(2))
+    v = torch.randn(B, 1, HV, V, generator=g).to(dtype)
+    a, b = (torch.randn(B, 1, HV, generator=g).to(dtype) for _ in range(2))
+    return dict(q=q, k=k, v=v, A_log=torch.zeros(HV), a=a, dt_bias=torch.zeros(HV), b=b)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(dtype=torch.float16), "BF16 Q/K/V"),
+    (dict(index=torch.int64), "int32 state indices"),
+    (dict(use_qk_l2norm=False), "L2 normalization"),
+    (dict(no_pool=True), "indexed state pool"),
+])
+def test_cake_host_contract_fails_closed(change, message):
+    x = _decode_inputs(dtype=change.get("dtype", torch.bfloat16))
+    pool = torch.zeros(3, 2, 16, 8, dtype=torch.bfloat16)
+    slots = torch.tensor([0, 2], dtype=change.get("index", torch.int32))
+    with pytest.raises(CakeGDNUnsupportedError, match=message):
+        FlashInferSM100CPU().gated_delta_rule_decode_pretranspose(
+            **x, state=pool if change.get("no_pool") else None, initial_state=None if change.get("no_pool") else pool,
+            initial_state_indices=None if change.get("no_pool") else slots,
+            use_qk_l2norm=change.get("use_qk_l2norm", True), backend="cake_gdn")
+
+
+def test_cake_out_of_pool_slot_is_skipped_like_padding():
+    x = _decode_inputs()
+    pool = torch.randn(3, 2, 16, 8).to(torch.bfloat16)
+    before, out = pool.clone(), torch.full((2, 1, 2, 16), 7.0, dtype=torch.bfloat16)
+    FlashInferSM100CPU().gated_delta_rule_decode_pretranspose(
+        **x, state=None, output=out, initial_state=pool, initial_state_indices=torch.tensor([5, 1], dtype=torch.int32),
+        backend="cake_gdn")
+    assert torch.equal(out[0], torch.full_like(out[0], 7.0)) and not torch.equal(out[1], torch.full_like(out[1], 7.0))
+    assert torch.equal(pool[[0, 2]], before[[0, 2]]) and not torch.equal(pool[1], before[1])
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(T=2), "T >= 3"),
+    (dict(disable_state_update=False), "frozen"),
+    (dict(rawv_dtype=torch.float32), "replayssm_rawv"),
+])
+def test_replayssm_verify_contract(kw, message):
+    B, T, H, HV, K, V, P = 1, kw.get("T", 3), 1, 2, 8, 16, 2
+    q = k = torch.zeros(B, T, H, K, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=message):
+        FlashInferSM100CPU().gated_delta_rule_mtp(
+            q, k, torch.zeros(B, T, HV, V, dtype=torch.bfloat16), torch.zeros(P, HV, V, K), torch.tensor([1]),
+            torch.zeros(HV), torch.zeros(B, T, HV, dtype=torch.bfloat16), torch.zeros(HV),
+            torch.zeros(B, T, HV, dtype=torch.bfloat16), disable_state_update=kw.get("disable_state_update", True),
+            cache_replayssm=True, replayssm_rawv=torch.zeros(P, HV, T, V, dtype=kw.get("rawv_dtype", torch.bfloat16)),
+            replayssm_rawk=torch.zeros(P, H, T, K, dtype=torch.bfloat16), replayssm_g=torch.zeros(P, HV, T),
+            replayssm_beta=torch.zeros(P, HV, T))
+
+
+def test_replayssm_commit_tracks_a_step_and_refuses_tcgen05_at_short_windows():
+    L, P, H, HV, T, D = 1, 3, 1, 2, 3, 8
+    g = torch.Generator().manual_seed(1)
+    ckpt = torch.randn(L, P, HV, D, D, generator=g)
+    rawv = torch.randn(L, P, HV, T, D, generator=g).to(torch.bfloat16)
+    rawk = torch.randn(L, P, H, T, D, generator=g).to(torch.bfloat16)
+    log_g, beta = -torch.rand(L, P, HV, T, generator=g), torch.rand(L, P, HV, T, generator=g)
+    caches = (rawv, rawk, log_g, beta)
+    one = lambda x: torch.tensor([x], dtype=torch.int32)  # noqa: E731
+    standin = FlashInferSM100CPU()
+    with pytest.raises(ValueError, match="tcgen05"):
+        standin.gated_delta_rule_replayssm_commit(ckpt.clone(), *caches, one(0), one(1), backend="tcgen05")
+    two = ckpt.clone()
+    standin.gated_delta_rule_replayssm_commit(two, *caches, one(0), one(2))
+    tracked = ckpt.clone()
+    standin.gated_delta_rule_replayssm_commit(tracked, *caches, one(0), one(3), track_state_indices=one(2),
+                                              track_steps=one(1))
+    assert torch.equal(tracked[0, 2], two[0, 0])  # the state after 2 tokens, saved on the way to 3
+    assert not torch.equal(tracked[0, 0], two[0, 0]) and torch.equal(tracked[0, 1], ckpt[0, 1])
+
+
+# ---- the real targets, against a fake installed flashinfer -------------------------------------------------------
+GDN_DECODE = ("def gated_delta_rule_decode_pretranspose(): pass\ndef gated_delta_rule_mtp(): pass\n"
+              "def gated_delta_rule_decode(): pass\ndef gated_delta_rule_replayssm_commit(): pass\n")
+
+
+@pytest.fixture
+def fake_flashinfer(tmp_path, monkeypatch):
+    """A fake flashinfer 0.7.4 and a fake GPU of a chosen compute capability (None: no GPU)."""
+    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+    cuda_home = tmp_path / "cuda"
+
+    def install(capability, cake_available=True, nvcc=True):
+        root = tmp_path / "flashinfer"
+        for sub in ("", "jit", "gdn_kernels"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+            (root / sub / "__init__.py").write_text("")
+        (root / "gdn_decode.py").write_text(GDN_DECODE + f"_CAKE_GDN_AVAILABLE = {cake_available}\n")
+        (root / "jit" / "cpp_ext.py").write_text(f"def get_cuda_path():\n    return {str(cuda_home)!r}\n")
+        (root / "gdn_kernels" / "gdn_replayssm_spec_fold.py").write_text("")
+        if nvcc:
+            (cuda_home / "bin").mkdir(parents=True, exist_ok=True)
+            (cuda_home / "bin" / "nvcc").write_text("")
+        monkeypatch.syspath_prepend(str(tmp_path))
+        monkeypatch.setattr(flashinfer, "installed_version", lambda dist: "0.7.4")
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: capability is not None)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+        set_overrides({})
+
+    yield install
+    for name in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
+        del sys.modules[name]
+    set_overrides(before)
+
+
+def test_real_targets_name_compute_capability_10_off_a_gpu(fake_flashinfer):
+    fake_flashinfer(None)
+    for name in CAKE:
+        assert BY_NAME[name].unavailable_reason("cpu") == \
+            "needs a CUDA GPU, compute capability (10,); device here: cpu"
+    assert BY_NAME[REPLAY].unavailable_reason("cpu").startswith("needs a CUDA GPU, compute capability (10, 12)")
+
+
+def test_real_targets_on_an_h200(fake_flashinfer):
+    fake_flashinfer((9, 0))
+    for name in CAKE:
+        assert BY_NAME[name].unavailable_reason("cuda") == \
+            "needs compute capability major in (10,); this GPU is sm_9x"
+    assert BY_NAME[REPLAY].unavailable_reason("cuda") == \
+        "needs compute capability major in (10, 12); this GPU is sm_9x"
+
+
+def test_real_targets_on_a_b200(fake_flashinfer):
+    fake_flashinfer((10, 0))
+    for name in (*CAKE, REPLAY):
+        assert BY_NAME[name].unavailable_reason("cuda") is None, name
+    for name in CAKE:  # runnable (coordinates replay) but not fuzzed: the strategies cannot draw the manifest heads
+        assert "manifest serves (H, HV) in" in BY_NAME[name].semantics().masked_reason("decode")
+    assert BY_NAME[REPLAY].semantics().masked_reason("verify") is None
+
+
+@pytest.mark.parametrize("capability, kw, reason", [
+    ((10, 0), dict(cake_available=False), "_CAKE_GDN_AVAILABLE is False"),
+    ((10, 0), dict(nvcc=False), "bin/nvcc does not exist"),
+    ((10, 1), {}, "Cake GDN compiles for compute capability"),
+])
+def test_cake_needs_its_backend_nvcc_and_a_listed_sm100(fake_flashinfer, capability, kw, reason):
+    fake_flashinfer(capability, **kw)
+    for name in CAKE:
+        assert reason in BY_NAME[name].unavailable_reason("cuda")
+
+
+def test_replayssm_on_sm120_needs_12_0(fake_flashinfer):
+    fake_flashinfer((12, 1))
+    assert BY_NAME[REPLAY].unavailable_reason("cuda") == \
+        "ReplaySSM needs compute capability 10.x or 12.0; this GPU is (12, 1)"
+    fake_flashinfer((12, 0))
+    assert BY_NAME[REPLAY].unavailable_reason("cuda") is None
+
+
+# ---- the declared manifest heads, against the wheel's manifest --------------------------------------------------
+WHEEL = os.environ.get("GDN_FLASHINFER_WHEEL", "/tmp/gdn_wheels/flashinfer_python-0.7.4-py3-none-any.whl")
+SCALE = 128**-0.5
+# sm_100a's state-head bands (jit/cake_gdn.py CAKE_GDN_BF16_T1_ROUTE_BANDS): (schedule, TILE_V) per band.
+BF16_T1_BANDS = tuple((f"pretranspose_{s}", tile) for s, tile in (
+    ("t1_bf16state_vec8", 16), ("t1_bf16state_vec8occ", 32), ("t1_bf16state_vec8", 64), ("t1_bf16state_vec8occ", 64),
+    ("mtp_t4_bf16state_wide128", 128)))
+
+
+@pytest.fixture(scope="module")
+def sm100_records():
+    if not os.path.exists(WHEEL):
+        pytest.skip(f"no flashinfer 0.7.4 wheel at {WHEEL} (set GDN_FLASHINFER_WHEEL)")
+    with zipfile.ZipFile(WHEEL) as wheel:
+        manifest = json.loads(wheel.read("flashinfer/data/csrc/gdn/cake/manifest.json"))
+    out = []
+    for r in manifest["variants"]:
+        if r["name"].startswith("decode_") and any("sm_100a" in o["architectures"] for o in r["outputs"]):
+            s = r["specializations"]
+            schedule = r["name"].rsplit("_", 1)[0].removeprefix("decode_gdn_decode_")
+            out.append((schedule, s["H"], s["HV"], s["SCALE"], s.get("TILE_V", s.get("TILE_V_WIDE")),
+                        s.get("T_STEPS", 1)))
+    return out
+
+
+def test_declared_cake_heads_are_exactly_the_sm100a_t1_rows(sm100_records):
+    def heads_with(*schedules):
+        """(H, HV) pairs with a T = 1 record at the default scale for every (schedule, tile) given."""
+        def has(heads, schedule, tile):
+            return any(r[0] == schedule and (r[1], r[2]) == heads and r[3] == SCALE and r[5] == 1
+                       and tile in (None, r[4]) for r in sm100_records)
+        candidates = {(r[1], r[2]) for r in sm100_records}
+        return sorted(h for h in candidates if all(has(h, s, t) for s, t in schedules))
+
+    assert heads_with(*BF16_T1_BANDS) == sorted(flashinfer_sm100.CAKE_BF16_T1_HEADS)
+    assert heads_with(("pretranspose_splitv8", None)) == sorted(flashinfer_sm100.CAKE_FP32_T1_HEADS)
+    # every batch size: both the small (B < 32) and the large body
+    assert heads_with(("nontranspose_fp32_t1_small", None), ("nontranspose_fp32_t1", None)) == \
+        sorted(flashinfer_sm100.CAKE_KMAJOR_T1_HEADS)
