@@ -38,8 +38,8 @@ def pytest_addoption(parser):
                     help="re-run each shrunk KernelCrash / GuardBreach under compute-sanitizer memcheck (caching "
                          "allocator off) and attach its report to the failure (GPU profiles)")
     group.addoption("--gdn-test-seconds", type=float, default=None, metavar="SECONDS",
-                    help="time box per fuzz test: after SECONDS it draws no more examples and is reported as "
-                         "skipped with the count it ran (a test that has failed keeps going until shrunk)")
+                    help="time box per fuzz test: after SECONDS it checks no more examples and the summary marks it "
+                         "with the count it ran (a test that has failed keeps going until shrunk)")
 
 
 def pytest_configure(config):
@@ -86,7 +86,7 @@ def pytest_generate_tests(metafunc):
         masked = not reason and target.semantics().masked_reason(op)
         skip = reason and not session.must_run(target)
         marks = [pytest.mark.skip(reason=f"{target.name} unavailable: {reason}")] if skip else []
-        marks += [pytest.mark.skip(reason=f"{target.name} {op} masked: {masked}")] if masked else []
+        marks += [pytest.mark.skip(reason=f"{target.name} unavailable for {op}: {masked}")] if masked else []
         params.append(pytest.param(target, id=target.name, marks=marks))
     metafunc.parametrize("target", params)
 
@@ -129,6 +129,8 @@ def pytest_terminal_summary(terminalreporter, config):
     terminalreporter.section("gdn-fuzz targets")
     for line in session.summary_lines(TARGETS):
         terminalreporter.write_line(line)
+    for entry in session.corpus_elsewhere:
+        terminalreporter.write_line(f"  corpus entry not replayed, it holds for another release: {entry}")
     for path in session.new_corpus:
         terminalreporter.write_line(f"  new corpus entry: {path}")
     if config.getoption("gdn_report"):

@@ -31,11 +31,13 @@ class FuzzSession:
     unavailable: dict = field(default_factory=dict)  # target name -> reason
     records: list = field(default_factory=list)  # one dict per fuzz example (see record()), for --gdn-report
     new_corpus: list = field(default_factory=list)  # corpus files written by --gdn-corpus-out
+    corpus_elsewhere: list = field(default_factory=list)  # corpus entries for releases other than the installed one
     isolate: bool = False  # --gdn-isolate: checks run in a restartable worker process (fuzz.worker)
     timeout: float = DEFAULT_TIMEOUT  # --gdn-timeout: seconds per isolated call before KernelHang
     test_seconds: float | None = None  # --gdn-test-seconds: time box per fuzz test
     started: dict = field(default_factory=dict)  # test node id -> time of its first example
     failed: set = field(default_factory=set)  # test node ids with a failing example (their shrink runs on)
+    boxed: set = field(default_factory=set)  # (target, op) whose test the time box stopped
 
     def reason_unavailable(self, target: Target) -> str | None:
         if target.name not in self.unavailable:
@@ -60,9 +62,14 @@ class FuzzSession:
             if reason:
                 lines.append(f"  {t.name:34s} UNAVAILABLE: {reason}")
             else:
-                runs = ", ".join(f"{op} {n}" for (name, op), n in sorted(self.examples.items()) if name == t.name)
+                runs = ", ".join(f"{op} {n}" + (f" (stopped by the {self.test_seconds:g} s time box)"
+                                                 if (name, op) in self.boxed else "")
+                                 for (name, op), n in sorted(self.examples.items()) if name == t.name)
                 lines.append(f"  {t.name:34s} ran ({origin}, {t.family.version() or 'no version'}): "
                              f"{runs or 'no examples (not selected)'}")
+                sem = t.semantics()
+                lines += [f"  {t.name:34s} UNAVAILABLE for {op}: {sem.masked_reason(op)}"
+                          for op in sorted(t.support.ops) if sem.masked_reason(op)]
         if self.isolate:
             from fuzz.worker import stats
 
@@ -72,15 +79,16 @@ class FuzzSession:
                          f"{s.starts} starts ({s.restarts} restarts{cost}), {s.crashes} crashes, {s.hangs} hangs")
         return lines
 
-    def stop_reason(self, test: str, target: Target, op: str) -> str | None:
-        """Why this test generates no more examples: its time box is spent. Never once it has failed, so that
-        Hypothesis can finish shrinking (and its minimal example is not lost)."""
-        start = self.started.setdefault(test, time.monotonic())
-        spent = time.monotonic() - start
-        if self.test_seconds is None or test in self.failed or spent < self.test_seconds:
-            return None
-        return (f"time box: {self.examples[(target.name, op)]} examples in {spent:.0f} s "
-                f"(--gdn-test-seconds {self.test_seconds:g}), no failure")
+    def time_boxed(self, test: str, target: Target, op: str) -> bool:
+        """Has this test spent its --gdn-test-seconds? Never once it has failed, so that Hypothesis can finish
+        shrinking (its minimal example is not lost). Later examples are still drawn (data generation stays stable)
+        but not checked or counted; the summary says which tests the time box stopped."""
+        if self.test_seconds is None or test in self.failed:
+            return False
+        if time.monotonic() - self.started.setdefault(test, time.monotonic()) < self.test_seconds:
+            return False
+        self.boxed.add((target.name, op))
+        return True
 
     def log_failure(self, target: Target, error: Exception) -> None:
         """Append each failing example to $GDN_FUZZ_LIVE_LOG as it happens (survives a killed run)."""
@@ -105,6 +113,7 @@ class FuzzSession:
                                  "examples": {op: n for (name, op), n in self.examples.items() if name == t.name}}
                         for t in targets},
             "failures": failures,
+            "time_boxed": sorted(f"{name} {op}" for name, op in self.boxed),
             "records": self.records,
         }
         Path(path).write_text(json.dumps(report, indent=1) + "\n")
@@ -119,8 +128,8 @@ def fuzz_test(op: str):
         if reason:  # reached only for a --gdn-require'd family
             pytest.fail(f"{target.name} is required but unavailable: {reason}")
         case = data.draw(cases(target, op, gdn.budget), label="case")
-        if stop := gdn.stop_reason(request.node.nodeid, target, op):  # after the draw: data generation stays stable
-            pytest.skip(stop)
+        if gdn.time_boxed(request.node.nodeid, target, op):  # after the draw: data generation stays stable
+            return
         gdn.examples[(target.name, op)] += 1
         try:
             if gdn.isolate:

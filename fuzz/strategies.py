@@ -27,8 +27,11 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
     sup = target.declared()
     sem = target.semantics()
     K, V = draw(st.sampled_from(sup.head_dims or budget.head_dims))
-    H = draw(st.sampled_from((1, 2)))
-    HV = H * draw(st.sampled_from((1, 2, 4) if "size1-layout" not in sem.known_bugs else (2, 4)))
+    if sup.heads:
+        H, HV = draw(st.sampled_from(sup.heads))
+    else:
+        H = draw(st.sampled_from((1, 2)))
+        HV = H * draw(st.sampled_from((1, 2, 4) if "size1-layout" not in sem.known_bugs else (2, 4)))
     if H > 1 and "unchecked-gva" not in sem.known_bugs and draw(st.integers(0, 19)) == 19:
         HV = H + 1  # illegal GVA ratio: every target must reject it cleanly
     max_T = min(budget.max_T, sup.max_T or budget.max_T)

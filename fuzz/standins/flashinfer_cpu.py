@@ -225,7 +225,6 @@ class FlashInferCPU:
                         dt_bias, b, scale, output, use_qk_l2norm)
         return out, state
 
-
     def chunk_gated_delta_rule(
             self, q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False,
             cu_seqlens=None, use_qk_l2norm_in_kernel=False, output=None, output_state=None, state_checkpoints=None,

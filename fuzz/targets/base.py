@@ -37,6 +37,7 @@ class Support:
     index_dtypes: tuple = ("i32", "i64")
     layouts: tuple = ("vk",)
     head_dims: tuple | None = None  # allowed (K, V) pairs; None: the profile chooses
+    heads: tuple | None = None  # allowed (H, HV) pairs; None: H in (1, 2), HV = 1, 2 or 4 times H
     max_T: int | None = None
     verify_min_T: int = 1  # smallest verify T (the API takes a buffer / disable_state_update only above it)
     pool: bool = True  # slot-addressed pool with padding; False: identity slots only
@@ -130,7 +131,7 @@ class Target:
     def declared(self) -> Support:
         """Support as the strategies see it: an override module has no hardware limits of its own."""
         if self.overridden:
-            return dataclasses.replace(self.support, head_dims=None, arch=())
+            return dataclasses.replace(self.support, head_dims=None, heads=None, arch=())
         return self.support
 
     def semantics(self) -> Semantics:

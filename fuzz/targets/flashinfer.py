@@ -76,27 +76,25 @@ class FlashInferTarget(Target):
         self.name, self.path, self.support, self.needs, self.backend = name, path, support, (function,), backend
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
-        api = self.api()
-        common = dict(q=t.q, k=t.k, v=t.v, A_log=t.A_log, a=t.a, dt_bias=t.dt_bias, b=t.b, scale=case.scale,
-                      output=t.output.view, output_state_indices=t.write_slots)
-        if self.path == "flashinfer.decode.kmajor":  # no pool: the state is [B, HV, K, V] itself
-            out, _ = api.gated_delta_rule_decode(q=t.q, k=t.k, v=t.v, state=t.pool.view, A_log=t.A_log, a=t.a,
-                                                 dt_bias=t.dt_bias, b=t.b, scale=case.scale, output=t.output.view,
-                                                 use_qk_l2norm=case.l2norm, backend=self.backend)
+        """Mapped by the function called (the backend is the target's): several paths share one function."""
+        api, function = self.api(), self.needs[0]
+        inputs = dict(q=t.q, k=t.k, v=t.v, A_log=t.A_log, a=t.a, dt_bias=t.dt_bias, b=t.b, scale=case.scale,
+                      output=t.output.view, use_qk_l2norm=case.l2norm)
+        if function == "gated_delta_rule_decode":  # K-major, no pool: the state is [B, HV, K, V] itself
+            out, _ = api.gated_delta_rule_decode(**inputs, state=t.pool.view, backend=self.backend)
             return out
-        if self.path == "flashinfer.mtp.fp32":
+        pooled = dict(inputs, initial_state=t.pool.view, initial_state_indices=t.read_slots,
+                      output_state_indices=t.write_slots)
+        if function == "gated_delta_rule_mtp":
             # ssm_state_indices is int32-only in 0.7.4 (asserted), whatever dtype the other indices have.
             token_slots = None if t.token_slots is None else t.token_slots.to(torch.int32)
             out, _ = api.gated_delta_rule_mtp(
-                **common, initial_state=t.pool.view, initial_state_indices=t.read_slots, use_qk_l2norm=case.l2norm,
-                intermediate_states_buffer=None if t.inter is None else t.inter.view, ssm_state_indices=token_slots,
-                disable_state_update=not case.update)
+                **pooled, intermediate_states_buffer=None if t.inter is None else t.inter.view,
+                ssm_state_indices=token_slots, disable_state_update=not case.update)
             return out
         extra = {} if case.T == 1 else dict(
             intermediate_states_buffer=None if t.inter is None else t.inter.view, disable_state_update=not case.update)
-        out, _ = api.gated_delta_rule_decode_pretranspose(
-            **common, state=None, use_qk_l2norm=case.l2norm, initial_state=t.pool.view,
-            initial_state_indices=t.read_slots, backend=self.backend, **extra)
+        out, _ = api.gated_delta_rule_decode_pretranspose(**pooled, state=None, backend=self.backend, **extra)
         return out
 
 

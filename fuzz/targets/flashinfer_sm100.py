@@ -8,10 +8,9 @@ Cake (`backend="cake_gdn"`, flashinfer/jit/cake_gdn.py): nvcc compiles one CUDA 
 kernels silently, and the fuzzer would judge the wrong kernel. Records exist for compute capability 10.0, 10.3, 10.7
 only, K = V = 128, bf16 q/k/v/a/b, fp32 A_log/dt_bias, int32 slots, in-kernel q/k l2norm, scale K^-0.5 (a few also
 1.0), and exact (H, HV) geometries (CAKE_*_HEADS below; multi-token rows are keyed by the exact batch size as well,
-so no Support can hold a draw inside them: they are not targets). The strategies draw H in (1, 2), so every Cake
-target masks its fuzz tests on a real GPU (CakeTarget.semantics) until they can draw the manifest's heads; its
-coordinates still replay (scripts/gpu_probe.py, corpus), and the override stand-in fuzzes its contract on the CPU.
-An override module models the Cake backend when it exports CakeGDNUnsupportedError (fuzz.standins.flashinfer_sm100_cpu
+so no Support can hold a draw inside them: they are not targets). Support.heads keeps the strategies on the
+manifest's geometries; an override stand-in has no manifest, so its contract is fuzzed at every geometry. An override
+module models the Cake backend when it exports CakeGDNUnsupportedError (fuzz.standins.flashinfer_sm100_cpu
 does; fuzz.standins.flashinfer_cpu takes backend="cake_gdn" but runs its CuTe model, so the Cake targets are
 unavailable there).
 
@@ -24,13 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
-
 import torch
 
 from fuzz.case import Case
 from fuzz.materialize import Tensors
-from fuzz.semantics import Semantics
 from fuzz.targets.base import Support, Unavailable, import_or_unavailable
 from fuzz.targets.flashinfer import HEAD_128, HINT, FlashInferTarget
 
@@ -45,33 +41,11 @@ CAKE_FP32_T1_HEADS = ((16, 32),)  # splitv8 (also at SCALE = 1.0)
 CAKE_KMAJOR_T1_HEADS = ((16, 32),)  # nontranspose small/large (also 1.0); (4, 8) only below 32 rows: left out
 
 
-@dataclass(frozen=True)
-class Masked(Semantics):
-    """A path's semantics row plus why its fuzz tests are not run here (conftest skips the op with this reason);
-    replaying a coordinate is not affected."""
-
-    masked: str = ""
-
-    def masked_reason(self, op: str) -> str | None:
-        return super().masked_reason(op) or self.masked or None
-
-
 class CakeTarget(FlashInferTarget):
-    """A Cake decode path with backend="cake_gdn" pinned; `heads` are the manifest's (H, HV) pairs for it."""
+    """A Cake decode path with backend="cake_gdn" pinned; Support.heads holds the manifest's (H, HV) pairs for it."""
 
-    def __init__(self, name: str, path: str, support: Support, function: str, heads: tuple):
+    def __init__(self, name: str, path: str, support: Support, function: str):
         super().__init__(name, path, support, function, backend="cake_gdn")
-        self.heads = heads
-
-    def semantics(self) -> Semantics:
-        sem = super().semantics()
-        if self.overridden:  # a stand-in has no manifest: its contract is fuzzed at every geometry
-            return sem
-        fields = {f.name: getattr(sem, f.name) for f in dataclasses.fields(sem)}
-        return Masked(**fields, masked=(
-            f"the manifest serves (H, HV) in {list(self.heads)} only and fuzz.strategies draws H in (1, 2): every "
-            "other draw is a fail-closed CakeGDNUnsupportedError, not a finding (needs a Support field for (H, HV) "
-            "pairs that the strategies honour; coordinates on the manifest still replay)"))
 
     def unavailable_reason(self, profile_device: str) -> str | None:
         reason = super().unavailable_reason(profile_device)
@@ -94,15 +68,6 @@ class CakeTarget(FlashInferTarget):
         if not os.path.isfile(nvcc):
             return f"Cake GDN compiles with nvcc at run time; {nvcc} does not exist (set CUDA_HOME)"
         return None
-
-    def call(self, case: Case, t: Tensors) -> torch.Tensor:
-        if self.needs != ("gated_delta_rule_decode",):
-            return super().call(case, t)
-        # K-major: the base mapping keys this call by its own path; Cake's differs only in the backend.
-        out, _ = self.api().gated_delta_rule_decode(
-            q=t.q, k=t.k, v=t.v, state=t.pool.view, A_log=t.A_log, a=t.a, dt_bias=t.dt_bias, b=t.b, scale=case.scale,
-            output=t.output.view, use_qk_l2norm=case.l2norm, backend=self.backend)
-        return out
 
 
 class ReplaySSMTarget(FlashInferTarget):
@@ -180,16 +145,16 @@ _CAKE = Support(ops=frozenset({"decode"}), state_dtypes=("bf16",), input_dtypes=
                 head_dims=HEAD_128, split_write=True, strided_pool=True, l2norm_off=False, arch=CAKE_ARCH)
 TARGETS = (
     # bf16 pool: packed inner dims, any slot stride (the shim passes stride(0)); int32 read and write slots.
-    CakeTarget("flashinfer-cake-bf16", "flashinfer.cake.bf16", _CAKE, "gated_delta_rule_decode_pretranspose",
-               CAKE_BF16_T1_HEADS),
+    CakeTarget("flashinfer-cake-bf16", "flashinfer.cake.bf16", dataclasses.replace(_CAKE, heads=CAKE_BF16_T1_HEADS),
+               "gated_delta_rule_decode_pretranspose"),
     # fp32 pool at T = 1: q, k, v, a, b, the pool, A_log and dt_bias must all be contiguous.
     CakeTarget("flashinfer-cake-fp32", "flashinfer.cake.fp32", dataclasses.replace(
-        _CAKE, state_dtypes=("fp32",), strided_pool=False), "gated_delta_rule_decode_pretranspose",
-        CAKE_FP32_T1_HEADS),
+        _CAKE, state_dtypes=("fp32",), strided_pool=False, heads=CAKE_FP32_T1_HEADS),
+        "gated_delta_rule_decode_pretranspose"),
     # K-major fp32 state [B, HV, K, V], no pool: every tensor contiguous.
     CakeTarget("flashinfer-cake-kmajor", "flashinfer.cake.kmajor", dataclasses.replace(
-        _CAKE, state_dtypes=("fp32",), layouts=("kv",), pool=False, split_write=False, strided_pool=False),
-        "gated_delta_rule_decode", CAKE_KMAJOR_T1_HEADS),
+        _CAKE, state_dtypes=("fp32",), layouts=("kv",), pool=False, split_write=False, strided_pool=False,
+        heads=CAKE_KMAJOR_T1_HEADS), "gated_delta_rule_decode"),
     # K = V = 128, T >= 3, fp32 checkpoint (contiguous: the commit requires it), fp16/bf16 inputs, int32/int64 verify
     # slots (the commit's are int32: converted), no write indices (verify is frozen).
     ReplaySSMTarget("flashinfer-replayssm", "flashinfer.replayssm", Support(

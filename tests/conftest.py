@@ -1,0 +1,36 @@
+"""Fixtures shared by the project's tests."""
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fuzz.targets import FAMILIES, flashinfer, set_overrides
+
+
+@pytest.fixture
+def fake_flashinfer_package(tmp_path, monkeypatch):
+    """install(files, version, capability): a fake installed `flashinfer` (files: path in the package -> source; each
+    folder gets an empty __init__.py) first on sys.path, reported as `version`; a capability (major, minor), or None
+    for no GPU, fakes the device (left as it is when not given). The real family comes back afterwards."""
+    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+
+    def install(files: dict, version: str = "0.7.4", capability=...):
+        root = tmp_path / "flashinfer"
+        for name, source in files.items():
+            path = root / name
+            for folder in (root, *(root / p for p in Path(name).parents[:-1])):
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "__init__.py").touch()
+            path.write_text(source)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        monkeypatch.setattr(flashinfer, "installed_version", lambda dist: version)
+        if capability is not ...:
+            monkeypatch.setattr(torch.cuda, "is_available", lambda: capability is not None)
+            monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+        set_overrides({})
+
+    yield install
+    for name in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
+        del sys.modules[name]
+    set_overrides(before)
