@@ -92,6 +92,17 @@ KNOWN_BUGS = {
     "sliced-inter-rejected": "the intermediate buffer must be contiguous: a sliced [:, :T] view of a larger cache is "
                              "rejected (accepted since 0.7.4); masked by drawing whole buffers",
 }
+# Each bug's mask: the Support fields the strategies draw with while it is known (Support.narrowed: choices are
+# intersected, flags only turn off, minimums only rise).
+MASKS = {
+    "unchecked-gva": {"invalid_gva": False},
+    "strided-write-lost": {"strided_pool": False, "sliced_intermediate": False},
+    "size1-layout": {"gva_ratios": (2, 4)},
+    "mtp-t1-layout": {"verify_min_T": 2},
+    "bf16-i64-indices": {"index_dtypes": ("i32",)},
+    "noupdate-pad-output": {"pad_without_update": False},
+    "sliced-inter-rejected": {"sliced_intermediate": False},
+}
 # Known bugs that make a whole operation unusable on a path: the test is skipped, with this as its reason.
 MASKED_OPS = {"mtp-t1-layout": "decode"}
 # (path, versions the bug was seen on, bugs): the masks hold for those releases only, and never for an override

@@ -31,11 +31,11 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
         H, HV = draw(st.sampled_from(sup.heads))
     else:
         H = draw(st.sampled_from((1, 2)))
-        HV = H * draw(st.sampled_from((1, 2, 4) if "size1-layout" not in sem.known_bugs else (2, 4)))
-    if H > 1 and "unchecked-gva" not in sem.known_bugs and draw(st.integers(0, 19)) == 19:
+        HV = H * draw(st.sampled_from(sup.gva_ratios))
+    if H > 1 and sup.invalid_gva and draw(st.integers(0, 19)) == 19:
         HV = H + 1  # illegal GVA ratio: every target must reject it cleanly
     max_T = min(budget.max_T, sup.max_T or budget.max_T)
-    min_T = max(sup.verify_min_T, 2 if "mtp-t1-layout" in sem.known_bugs else 1) if op == "verify" else 1
+    min_T = sup.verify_min_T if op == "verify" else 1
     T = 1 if op == "decode" else draw(st.sampled_from([t for t in budget.t_choices if min_T <= t <= max_T]))
     B = draw(st.integers(1, budget.max_B))
     seqlens = tuple(draw(st.lists(st.integers(0, max_T), min_size=B, max_size=B))) if op == "prefill" else ()
@@ -43,29 +43,26 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
         seqlens = (1, *seqlens[1:])
     if op == "prefill":
         T = max(seqlens)
-    strided_ok = "strided-write-lost" not in sem.known_bugs
-    index_dtypes = ("i32",) if "bf16-i64-indices" in sem.known_bugs else sup.index_dtypes
     update = not (sup.no_update and op == "verify" and draw(st.booleans()))
     inter_rows = inter_steps = inter_spare = 0
     if sup.intermediate and op == "verify" and draw(st.booleans()):
         inter_rows = B if sup.exact_rows else B + draw(st.integers(0, 3))
         inter_steps = T + draw(st.integers(0, 2))
-        sliced_ok = sup.sliced_intermediate and strided_ok and "sliced-inter-rejected" not in sem.known_bugs
-        inter_spare = draw(st.integers(0, 2)) if sliced_ok else 0
+        inter_spare = draw(st.integers(0, 2)) if sup.sliced_intermediate else 0
     inter_index = None
     if inter_rows and sup.explicit_rows and draw(st.booleans()):
         rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
         inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
-    no_padding = not update and "noupdate-pad-output" in sem.known_bugs
+    no_padding = not (update or sup.pad_without_update)
     slots = draw(slot_maps(sup, sem, B, T, op, update and not inter_rows, budget, K * V * HV, no_padding))
     return Case(
         op=op, H=H, HV=HV, K=K, V=V, T=T, seqlens=seqlens, seed=draw(st.integers(0, 2**32 - 1)),
         **slots, inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index,
         state_dtype=draw(st.sampled_from(sup.state_dtypes)), input_dtype=draw(st.sampled_from(sup.input_dtypes)),
-        index_dtype=draw(st.sampled_from(index_dtypes)), layout=draw(st.sampled_from(sup.layouts)),
+        index_dtype=draw(st.sampled_from(sup.index_dtypes)), layout=draw(st.sampled_from(sup.layouts)),
         gate=draw(st.sampled_from(GATES)), scale=draw(st.sampled_from(budget.scales)),
         l2norm=not (sup.l2norm_off and draw(st.integers(0, 4)) == 4), update=update,
-        pool_gap=draw(st.sampled_from(budget.gaps)) if sup.strided_pool and strided_ok else 0,
+        pool_gap=draw(st.sampled_from(budget.gaps)) if sup.strided_pool else 0,
     )
 
 

@@ -8,6 +8,7 @@ from fuzz.case import Case
 from fuzz.profiles import BUDGETS
 from fuzz.strategies import INT32_ELEMENTS, cases
 from fuzz.targets import TARGETS, set_overrides
+from fuzz.targets.base import Support
 
 BY_NAME = {t.name: t for t in TARGETS}
 FIND = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck), derandomize=True,
@@ -96,3 +97,16 @@ def test_drawn_cases_round_trip_and_respect_support(target, data):
         assert all(w == case.null for p, w in zip(case.padded, case.write_slots) if p)
     if case.op == "prefill" and not sup.empty_prefill:
         assert any(case.seqlens)
+
+
+def test_a_known_bug_narrows_what_is_drawn():
+    sup = Support(ops=frozenset({"verify"}), verify_min_T=3)
+    narrow = sup.narrowed(index_dtypes=("i32",), verify_min_T=2, strided_pool=False, gva_ratios=(2, 4))
+    assert narrow.index_dtypes == ("i32",) and narrow.gva_ratios == (2, 4) and not narrow.strided_pool
+    assert narrow.verify_min_T == 3  # a minimum only rises
+    assert sup.narrowed(verify_min_T=5).verify_min_T == 5
+    # SGLang 0.5.23 loses writes to strided pools and accepts HV % H != 0 (corpus/): those draws are masked
+    target = BY_NAME["sglang-recurrent"]
+    assert target.support.strided_pool and target.support.invalid_gva
+    assert target.semantics().known_bugs == {"unchecked-gva", "strided-write-lost"}
+    assert not target.declared().strided_pool and not target.declared().invalid_gva

@@ -16,7 +16,7 @@ import torch
 
 from fuzz.case import Case
 from fuzz.materialize import Tensors
-from fuzz.semantics import Semantics, semantics_for
+from fuzz.semantics import MASKS, Semantics, semantics_for
 
 
 class Unavailable(Exception):
@@ -37,7 +37,9 @@ class Support:
     index_dtypes: tuple = ("i32", "i64")
     layouts: tuple = ("vk",)
     head_dims: tuple | None = None  # allowed (K, V) pairs; None: the profile chooses
-    heads: tuple | None = None  # allowed (H, HV) pairs; None: H in (1, 2), HV = 1, 2 or 4 times H
+    heads: tuple | None = None  # allowed (H, HV) pairs; None: H in (1, 2), HV = H times one of gva_ratios
+    gva_ratios: tuple = (1, 2, 4)
+    invalid_gva: bool = True  # now and then HV = H + 1, which the target must reject
     max_T: int | None = None
     verify_min_T: int = 1  # smallest verify T (the API takes a buffer / disable_state_update only above it)
     pool: bool = True  # slot-addressed pool with padding; False: identity slots only
@@ -50,8 +52,20 @@ class Support:
     empty_prefill: bool = True  # accepts a prefill whose sequences are all empty (zero tokens in the call)
     strided_pool: bool = False
     no_update: bool = False
+    pad_without_update: bool = True  # padding is drawn in disable_state_update cases too
     l2norm_off: bool = True
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
+
+    def narrowed(self, **limits) -> Support:
+        """This support with fewer choices: tuples keep the values they share with the limit, flags can only turn
+        off, minimums only rise."""
+        def narrow(have, limit):
+            if isinstance(have, tuple):
+                return tuple(x for x in have if x in limit)
+            if isinstance(have, bool):
+                return have and limit
+            return max(have, limit)
+        return dataclasses.replace(self, **{name: narrow(getattr(self, name), limit) for name, limit in limits.items()})
 
 
 @dataclass
@@ -129,10 +143,14 @@ class Target:
         return self.family.override is not None
 
     def declared(self) -> Support:
-        """Support as the strategies see it: an override module has no hardware limits of its own."""
+        """Support as the strategies see it: an override module has no hardware limits of its own; a known bug of
+        the installed release narrows what is drawn (its mask)."""
+        sup = self.support
         if self.overridden:
-            return dataclasses.replace(self.support, head_dims=None, heads=None, arch=())
-        return self.support
+            sup = dataclasses.replace(sup, head_dims=None, heads=None, arch=())
+        for bug in sorted(self.semantics().known_bugs):
+            sup = sup.narrowed(**MASKS[bug])
+        return sup
 
     def semantics(self) -> Semantics:
         return semantics_for(self.path, self.family.version())
