@@ -20,19 +20,19 @@ PHASES = ("tensors", "kernel", "oracle", "verdict")
 
 
 def measure(target, op, budget, examples):
-    """Run `examples` drawn cases through the harness; (examples, buckets, seconds, seconds per phase)."""
+    """Run `examples` drawn cases through the harness; (distinct cases, buckets, seconds, seconds per phase)."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     from fuzz import harness
     from fuzz.strategies import cases
 
-    buckets, count = set(), [0]
+    buckets, seen = set(), set()
 
     @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck), phases=[Phase.generate])
     @given(case=cases(target, op, budget))
     def run(case):
-        count[0] += 1
+        seen.add(repr(case))
         buckets.add(harness.dispatch_bucket(target, case))
         try:
             harness.check(target, case, budget.device)
@@ -43,7 +43,7 @@ def measure(target, op, budget, examples):
     start = time.perf_counter()
     run()
     total = time.perf_counter() - start
-    return count[0], buckets, total, {k: harness.PHASE_SECONDS[k] - before.get(k, 0.0) for k in PHASES}
+    return len(seen), buckets, total, {k: harness.PHASE_SECONDS[k] - before.get(k, 0.0) for k in PHASES}
 
 
 def main() -> None:
@@ -65,16 +65,22 @@ def main() -> None:
     from fuzz.targets import TARGETS, set_overrides
 
     set_overrides(dict(o.split("=", 1) for o in args.override))
-    rows = [("target", "op", "cache", "examples", "ex/s", "buckets", "hypothesis%", "tensors%", "kernel%",
+    rows = [("target", "op", "cache", "distinct", "cases/s", "buckets", "hypothesis%", "tensors%", "kernel%",
              "oracle%", "verdict%")]
+    totals = {"cold": [0, 0.0], "warm": [0, 0.0]}  # distinct cases, seconds
     for target in TARGETS:
         reason = target.unavailable_reason(budget.device)
         if args.k not in target.name or reason:
             print(f"{target.name}: skipped ({reason or 'not selected'})")
             continue
         for op in sorted(target.support.ops):
+            if masked := target.semantics().masked_reason(op):
+                print(f"{target.name} {op}: skipped ({masked})")
+                continue
             for cache_state in ("cold", "warm"):
                 count, buckets, total, phases = measure(target, op, budget, args.examples)
+                totals[cache_state][0] += count
+                totals[cache_state][1] += total
                 rest = total - sum(phases.values())
                 shares = [f"{100 * x / total:.0f}" for x in (rest, *(phases[k] for k in PHASES))]
                 rows.append((target.name, op, cache_state, str(count), f"{count / total:.1f}", str(len(buckets)),
@@ -83,6 +89,11 @@ def main() -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    for cache_state in ("cold", "warm"):  # the figure compared with a library's own test suite
+        cases, seconds = totals[cache_state]
+        if seconds:
+            print(f"all selected targets, {cache_state}: {cases} distinct cases in {seconds:.1f} s = "
+                  f"{60 * cases / seconds:.1f} per minute")
 
 
 if __name__ == "__main__":

@@ -120,6 +120,15 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+def pytest_runtest_teardown(item):
+    """--gdn-report is rewritten after every test, so a run killed later (a campaign round cut off while it
+    shrinks) still leaves the counts and failures of the tests it finished."""
+    if item.config.getoption("gdn_report") and SESSION in item.config.stash:
+        from fuzz.targets import TARGETS
+
+        item.config.stash[SESSION].write_report(item.config.getoption("gdn_report"), TARGETS, FAILURES)
+
+
 def pytest_terminal_summary(terminalreporter, config):
     if SESSION not in config.stash:
         return

@@ -19,9 +19,11 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 
 from fuzz.case import Case
@@ -51,27 +53,39 @@ def sanitizer_command() -> list[str]:
 
 def sanitize(target: str, cases: list[Case], device: str = "cuda", overrides: dict | None = None,
              timeout: float = 900.0) -> list[SanitizerResult]:
-    """Run every case under memcheck; one result per case, in order."""
+    """Run cases under memcheck; one result per case, in order, for as many as finish within `timeout` seconds
+    (a case cut off by the timeout is not reported: it neither passed nor failed)."""
     results: list[SanitizerResult] = []
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
-    while len(results) < len(cases):
+    deadline = time.monotonic() + timeout
+    while len(results) < len(cases) and time.monotonic() < deadline:
         todo = cases[len(results):]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump([repr(c) for c in todo], f)
         cmd = [*sanitizer_command(), sys.executable, "-m", "fuzz.sanitize", "--child", target, f.name, device,
                json.dumps(overrides or {})]
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-            text = proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as e:
-            text = (e.stdout or b"").decode(errors="replace") + "\n(sanitizer run timed out)"
-        finally:
-            os.unlink(f.name)
+        text, timed_out = _run_group(cmd, env, deadline - time.monotonic())
+        os.unlink(f.name)
         batch = _attribute(text, todo)
+        if timed_out:
+            results += [r for r in batch if r.outcome != "died"]  # the last case was cut off, not dead
+            break
         if not batch:  # the child died before its first case: report that and stop
             raise RuntimeError(f"sanitizer child failed before any case:\n{text[-3000:]}")
         results += batch
     return results
+
+
+def _run_group(cmd: list[str], env: dict, timeout: float) -> tuple[str, bool]:
+    """(stdout + stderr, timed out). The sanitizer and its Python child share a new process group, so a timeout
+    kills both (killing the sanitizer alone leaves the child holding the GPU)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        return proc.communicate(timeout=max(timeout, 1.0))[0], False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.communicate()[0] + "\n(sanitizer run timed out)", True
 
 
 SANITIZED = ("KernelCrash", "GuardBreach")  # failure kinds whose cause is a memory access
@@ -161,6 +175,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--gdn-target", action="append", default=[], metavar="FAMILY=module")
     p.add_argument("--out", help="write the results as JSON")
+    p.add_argument("--seconds", type=float, default=900.0, help="time budget: cases not finished by then are not run")
     args = p.parse_args(argv)
     from fuzz.targets import TARGETS, set_overrides
 
@@ -169,12 +184,13 @@ def main(argv=None) -> int:
     target = next(t for t in TARGETS if t.name == args.target)
     todo = [Case.parse(c) for c in args.coordinates] + (_sample(target, args.op, args.profile, args.sample)
                                                         if args.sample else [])
-    results = sanitize(args.target, todo, args.device, overrides)
+    results = sanitize(args.target, todo, args.device, overrides, timeout=args.seconds)
     for r in results:
         print(f"{'clean' if r.clean else 'DIRTY'}  errors={r.errors}  {r.outcome[:80]}  {r.case}")
         if not r.clean:
             print("\n".join("    " + ln for ln in r.report.splitlines()[:40]))
-    print(f"{len(results)} cases, {sum(not r.clean for r in results)} with memcheck errors or a dead child")
+    print(f"{len(results)} of {len(todo)} cases run under memcheck within {args.seconds:g} s, "
+          f"{sum(not r.clean for r in results)} with memcheck errors or a dead child")
     if args.out:
         with open(args.out, "w") as f:
             json.dump([asdict(r) for r in results], f, indent=1)

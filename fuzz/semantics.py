@@ -32,6 +32,7 @@ class Semantics:
     state_each_step: running state rounded to the pool dtype after every token.
     output:          output dtype: "q" / "v" (that input's dtype) or a fixed dtype name.
     norm_as_input:   l2-normalized q, k rounded to the input dtype before the kernel.
+    products_as_input: the state products run on tensor cores in the input dtype (Precision.products).
     """
 
     pad: PadContract = PadContract()
@@ -41,6 +42,7 @@ class Semantics:
     state_each_step: bool = False
     output: str = "q"
     norm_as_input: bool = False
+    products_as_input: bool = False
     bf16_truncates: bool = False  # set for Triton kernels run by the CPU interpreter (see Precision)
     known_bugs: frozenset = frozenset()  # KNOWN_BUGS keys for this release (filled from KNOWN)
     why: str = ""
@@ -64,6 +66,7 @@ class Semantics:
             output=self.output_dtype(case),
             bf16_truncates=self.bf16_truncates,
             normalized=TORCH_DTYPES[case.input_dtype] if self.norm_as_input else None,
+            products=TORCH_DTYPES[case.input_dtype] if self.products_as_input else None,
         )
 
 
@@ -89,6 +92,8 @@ KNOWN_BUGS = {
                         "the -1 -> 0 redirect assigns an Int32 to the Int64 cache_idx); masked by int32 indices",
     "noupdate-pad-output": "gated_delta_rule_mtp with disable_state_update=True writes the output rows of padded "
                            "requests (contract: untouched); masked by no padding in no-update cases",
+    "scatter-pad-output": "gated_delta_rule_mtp with per-token ssm_state_indices writes the output row of a padded "
+                          "request (contract: untouched); masked by no padding in per-token scatter cases",
     "sliced-inter-rejected": "the intermediate buffer must be contiguous: a sliced [:, :T] view of a larger cache is "
                              "rejected (accepted since 0.7.4); masked by drawing whole buffers",
 }
@@ -101,6 +106,7 @@ MASKS = {
     "mtp-t1-layout": {"verify_min_T": 2},
     "bf16-i64-indices": {"index_dtypes": ("i32",)},
     "noupdate-pad-output": {"pad_without_update": False},
+    "scatter-pad-output": {"pad_with_token_slots": False},
     "sliced-inter-rejected": {"sliced_intermediate": False},
 }
 # Known bugs that make a whole operation unusable on a path: the test is skipped, with this as its reason.
@@ -116,7 +122,8 @@ KNOWN: tuple[tuple[str, str, frozenset], ...] = (
     ("flashinfer.bf16", "==0.7.4", frozenset({"size1-layout", "bf16-i64-indices", "unchecked-gva"})),
     ("flashinfer.bf16", "==0.7.2.post1", frozenset({"unchecked-gva"})),
     ("flashinfer.decode.kmajor", "==0.7.4", frozenset({"size1-layout", "unchecked-gva"})),
-    ("flashinfer.mtp.fp32", "==0.7.4", frozenset({"size1-layout", "mtp-t1-layout", "noupdate-pad-output"})),
+    ("flashinfer.mtp.fp32", "==0.7.4", frozenset({"size1-layout", "mtp-t1-layout", "noupdate-pad-output",
+                                                  "scatter-pad-output"})),
     ("flashinfer.mtp.fp32", "==0.7.2.post1", frozenset({"noupdate-pad-output", "sliced-inter-rejected"})),
 )
 
@@ -149,10 +156,11 @@ TABLE: tuple[Row, ...] = (
         why="cache_idx < 0: row skipped, caller's output untouched; write idx < 0: write-back skipped")),
     # FlashInfer 0.7.4 varlen prefill (gdn_prefill.py; 0.7.2.post1 has no output_state_indices, so no -1 padding).
     Row("flashinfer.prefill.chunk", ">=0.7.4", Semantics(
-        pad=ZERO_STATE, gates="log", output="q", norm_as_input=True,
+        pad=ZERO_STATE, gates="log", output="q", norm_as_input=True, products_as_input=True,
         why="with output_state_indices: read id -1 starts from the zero state, write id -1 skips the store, an empty "
             "sequence stores nothing; g is passed as linear alpha = exp(g); q/k/v/output share q's dtype; "
-            "normalize_qk rounds the normalized q, k back to it")),
+            "normalize_qk rounds the normalized q, k back to it; the SM90 chunk kernel's MMAs take the fp32 state, "
+            "S k and the new values u in q's dtype (delta_rule_sm90.py: make_acc_into_op(..., self.dtype))")),
 )
 
 # FlashInfer's SM100-only paths (fuzz/targets/flashinfer_sm100.py), as read in the 0.7.4 wheel. Cake kernels test each

@@ -53,6 +53,8 @@ class Precision:
     output:            output rounded to this dtype.
     normalized:        l2-normalized q and k rounded to this dtype (FlashInfer prefill normalizes in fp32 and
                        stores q's dtype before its chunked kernel).
+    products:          operands of the state products rounded to this dtype, fp32 accumulation (tensor-core
+                       kernels: FlashInfer's SM90 chunked prefill multiplies the state, S k^ and u in q's dtype).
     bf16_truncates:    the beta rounding to bf16 truncates toward zero instead of round-to-nearest-even
                        (Triton 3.8's CPU interpreter casts fp32 -> bf16 this way).
     """
@@ -64,6 +66,7 @@ class Precision:
     output: torch.dtype | None = None
     bf16_truncates: bool = False
     normalized: torch.dtype | None = None
+    products: torch.dtype | None = None
 
     def load(self, x: torch.Tensor) -> torch.Tensor:
         """An input as the kernel sees it: optionally rounded, then in the compute dtype."""
@@ -73,6 +76,9 @@ class Precision:
 
     def round_normalized(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.normalized is None else x.to(self.normalized).to(self.compute)
+
+    def round_product(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.products is None else x.to(self.products).to(self.compute)
 
     def round_beta(self, beta: torch.Tensor) -> torch.Tensor:
         if self.beta is None:

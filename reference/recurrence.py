@@ -84,22 +84,25 @@ def run_sequence(
 
     S: [HV, V, K] initial state.  q, k: [T, H, K].  v: [T, HV, V].  g, beta: [T, HV].
     All already in the compute dtype. `store_dtype` is the pool dtype, used when
-    `precision.state_each_step` rounds the running state after every token.
+    `precision.state_each_step` rounds the running state after every token; `precision.round_product` rounds
+    the operands of the state products (the identity in the exact oracle).
     Returns (o [T, HV, V], states [T, HV, V, K]) where states[t] is the state after token t.
     """
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     expect_shape("S", S, (HV, V, K), "[HV, V, K]")
     group = head_groups(H, HV)
+    P = precision.round_product  # the identity unless a tensor-core kernel is modelled
     outputs, states = [], []
     for t in range(T):
         q_t, k_t = (precision.round_normalized(l2normalize(x[t])) if use_l2norm else x[t] for x in (q, k))
         q_t = (q_t * scale).repeat_interleave(group, 0)  # [HV, K]
         k_t = k_t.repeat_interleave(group, 0)
         S = torch.exp(g[t])[:, None, None] * S
-        u = beta[t][:, None] * (v[t] - torch.einsum("hvk,hk->hv", S, k_t))
+        Sk = P(torch.einsum("hvk,hk->hv", P(S), k_t))
+        u = P(beta[t][:, None] * (v[t] - Sk))
         S = S + u[:, :, None] * k_t[:, None, :]
-        outputs.append(torch.einsum("hvk,hk->hv", S, q_t))
+        outputs.append(torch.einsum("hvk,hk->hv", P(S), q_t))
         if precision.state_each_step and store_dtype is not None:
             S = S.to(store_dtype).to(precision.compute)
         states.append(S)

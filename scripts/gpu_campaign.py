@@ -22,23 +22,64 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
+def count_tests(family: str, profile: str) -> int:
+    """How many fuzz tests of this family a round runs: one per (available target, operation not masked by a known
+    bug); each gets one time box. Unavailable targets and corpus replays take next to no time."""
+    from fuzz.profiles import budget_for
+
+    device = budget_for(profile).device
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # as the CPU profiles have it, before triton is imported
+    from fuzz.targets import TARGETS
+
+    return max(1, sum(1 for t in TARGETS if t.name.startswith(family) and not t.unavailable_reason(device)
+                      for op in t.support.ops if not t.semantics().masked_reason(op)))
+
+
+def unfinished_shrinks(live: Path, test: str, shrink_seconds: float) -> list[dict]:
+    """A round killed while shrinking still leaves its failing examples in the live log: report the smallest
+    logged case of each (target, failure class), marked as not minimal, so the finding is not lost."""
+    from fuzz.case import Case
+
+    smallest: dict[tuple[str, str], Case] = {}
+    lines = live.read_text().splitlines() if live.exists() else []
+    for target, kind, message in (line.split("\t", 2) for line in lines if line.count("\t") >= 2):
+        case = Case.parse(message.split(": ", 1)[0])
+        key = (target, kind)
+        if key not in smallest or _size(case) < _size(smallest[key]):
+            smallest[key] = case
+    note = f"killed while shrinking (--shrink-seconds {shrink_seconds:g}): smallest logged case, not minimal"
+    return [{"test": test, "target": target, "kind": kind, "case": repr(case), "message": f"{kind}: {note}: {case!r}"}
+            for (target, kind), case in sorted(smallest.items())] or [
+        {"test": test, "message": f"killed while shrinking (--shrink-seconds {shrink_seconds:g}); no failing example "
+                                  "was logged"}]
+
+
+def _size(case) -> tuple:
+    return case.B, case.T, case.pool, len(repr(case))
+
+
 def run_family(family: str, args, out: Path) -> dict:
     examples, failures, unavailable, rounds = Counter(), [], {}, 0
     deadline = time.monotonic() + args.seconds
-    while time.monotonic() + 10 < deadline:
+    tests = count_tests(family, args.profile)
+    while True:
+        # a round's tests run one after another: boxes shrink so that the round ends by the family's deadline
+        box = min(args.test_seconds, (deadline - time.monotonic()) / tests)
+        if box < 5:
+            break
         report = out / f"{family}-round{rounds}.json"
-        box = min(args.test_seconds, deadline - time.monotonic())
         cmd = [sys.executable, "-m", "pytest", "fuzz/", f"--hypothesis-profile={args.profile}", "-k", family,
                f"--hypothesis-seed={rounds}", f"--gdn-report={report}", f"--gdn-test-seconds={box:.0f}", "-q", "-p",
                "no:warnings", *args.pytest]
-        env = dict(os.environ, GDN_FUZZ_GPU_EXAMPLES=str(args.examples))
+        live = out / f"{family}-round{rounds}-failures.log"  # every failing example, as it happens
+        env = dict(os.environ, GDN_FUZZ_GPU_EXAMPLES=str(args.examples), GDN_FUZZ_LIVE_LOG=str(live))
         with open(out / f"{family}-round{rounds}.log", "w") as log:
             try:  # the time box stops generation; a failing test still shrinks, bounded by --shrink-seconds
                 subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False,
                                timeout=deadline - time.monotonic() + args.shrink_seconds)
             except subprocess.TimeoutExpired:
-                failures.append({"test": f"{family} round {rounds}", "message": "killed: shrinking outran "
-                                 f"--shrink-seconds {args.shrink_seconds:g}; see the live log for its failures"})
+                failures += unfinished_shrinks(live, f"{family} round {rounds}", args.shrink_seconds)
         rounds += 1
         if not report.exists():
             continue
@@ -82,7 +123,8 @@ def main() -> None:
         lines.append(f"## {family}: {s['seconds']} s, {s['rounds']} rounds, {len(s['failures'])} failures")
         lines += [f"- {k}: {v} examples" for k, v in sorted(s["examples"].items())]
         lines += [f"- {k}: UNAVAILABLE: {v}" for k, v in sorted(s["unavailable"].items())]
-        lines += [f"- FAILED {f['test']}: {f['message'][:400]}" for f in s["failures"]]
+        lines += [f"- FAILED {f['test']}{' ' + f['target'] if 'target' in f else ''}: {f['message'][:400]}"
+                  for f in s["failures"]]
         lines.append("")
     (args.out / "summary.md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -13,6 +13,7 @@ import itertools
 from fuzz.case import Case
 from fuzz.harness import check
 from fuzz.targets import TARGETS
+from fuzz.verdict import COMPARED
 
 
 def variants(base: Case, grid: dict[str, list[int]]):
@@ -43,7 +44,8 @@ def main() -> None:
                     continue
                 try:
                     check(target, case, "cuda")
-                    print(f"{target.name}: pass: {case!r}", flush=True)
+                    ratios = ", ".join(f"{c['kind']} {c['ratio']:.3g}" for c in COMPARED)
+                    print(f"{target.name}: pass (error/bound: {ratios}): {case!r}", flush=True)
                 except Exception as e:  # noqa: BLE001 - a probe reports every outcome
                     print(f"{target.name}: {type(e).__name__}: {case!r}: {str(e)[:200]}", flush=True)
 

@@ -92,6 +92,18 @@ class PaddedOutputNotZeroed(FlashInferCPU):
         pass
 
 
+class PaddedOutputRewritten(FlashInferCPU):
+    """fp32 MTP writes NaN into the output rows of padded requests, which the contract leaves untouched (the NaN a
+    state read from before the pool gives). Incident class: FlashInfer 0.7.4 gated_delta_rule_mtp rewriting padded
+    output rows (corpus/flashinfer-mtp-fp32-verify-PoolCorruption-0.json): NaN stays NaN, only its bits change."""
+
+    def _run(self, path, q, k, v, pool, read_idx, *args, **kwargs):
+        out = super()._run(path, q, k, v, pool, read_idx, *args, **kwargs)
+        if path == "mtp":
+            out[read_idx < 0] = float("nan")
+        return out
+
+
 class CompileKeyShapeOnly(FlashInferCPU):
     """The compile-cache key is the shape only: dtypes and constexprs (dt_bias dtype, scale, l2norm) are left
     out, so a later call with another value reuses a stale kernel. Incident class: CuTe DSL compile caches
@@ -131,6 +143,7 @@ softplus_clamped_at_threshold = SoftplusClampedAtThreshold()
 strided_pool_lost_write = StridedPoolLostWrite()
 inter_step_off_by_one = InterStepOffByOne()
 padded_output_not_zeroed = PaddedOutputNotZeroed()
+padded_output_rewritten = PaddedOutputRewritten()
 compile_key_shape_only = CompileKeyShapeOnly()
 split_write_ignored = SplitWriteIgnored()
 prefill_skipped_write_wraps = PrefillSkippedWriteWraps()

@@ -78,6 +78,7 @@ EXPECT = {
                                     lambda c: c.B == 1 and c.T == 5 and c.inter_rows == 1, "B=1, T=5, a buffer"),
     "padded_output_not_zeroed": Expect(PRETRANSPOSE, "decode", (UnwrittenOutput,), one_padded,
                                        "B=1, one padded row"),
+    "padded_output_rewritten": Expect(MTP, "verify", (PoolCorruption,), one_padded, "B=1, one padded row"),
     # Loose on purpose: whether a case fails depends on which earlier example compiled its shape first, so
     # the shrinker walks a stateful landscape; only "found, by a stale kernel" is a stable claim.
     "compile_key_shape_only": Expect(PRETRANSPOSE, "decode", (OutputMismatch, StateMismatch),

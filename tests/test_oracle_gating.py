@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 
-from oracle_helpers import F64, PROPERTY, Shape, assert_close64, make_case, seeds, shapes, spec_gates, unit, verify
+from oracle_helpers import (F64, PROPERTY, Shape, assert_close64, expand_heads, make_case, seeds, shapes, spec_gates,
+                            unit, verify, with_log_gates)
 from reference import EXACT, LogGates, Precision, RawGates, gate_values, l2normalize, mtp_verify, softplus
 
 BF16 = torch.bfloat16
@@ -134,3 +135,25 @@ def test_zero_query_and_key_give_decay_only_and_no_nan():
     g, _ = gate_values(case.gates, EXACT)
     assert torch.equal(res.output, torch.zeros_like(res.output))
     assert_close64(res.pool, torch.exp(g.sum(1))[..., None, None] * case.pool)
+
+
+@PROPERTY
+@given(shape=shapes(max_T=1), seed=seeds)
+def test_precision_products_round_the_mma_operands_not_the_stored_state(shape, seed):
+    """One token written from the spec with bf16 operands in S k^, u and S q^ (a tensor-core kernel's rounding)."""
+    case = with_log_gates(make_case(seed, shape))
+    r = lambda x: x.to(BF16).to(F64)  # noqa: E731
+    G = shape.G
+    g, beta = case.gates.g[:, 0], case.gates.beta[:, 0]  # [B, HV]
+    q = expand_heads(unit(case.q[:, 0]), G) * shape.K ** -0.5
+    k = expand_heads(unit(case.k[:, 0]), G)  # [B, HV, K]
+    S = torch.exp(g)[..., None, None] * case.pool[case.slots]
+    u = r(beta[..., None] * (case.v[:, 0] - r(torch.einsum("bhvk,bhk->bhv", r(S), k))))
+    S = S + u[..., None] * k[..., None, :]
+    o = torch.einsum("bhvk,bhk->bhv", r(S), q)
+    res = verify(case, precision=Precision(products=BF16))
+    assert_close64(res.output[:, 0], o, tol=1e-12)
+    assert_close64(res.pool[case.slots], S, tol=1e-12)
+    assert not torch.equal(res.pool, res.pool.to(BF16).to(F64))  # the state itself stays in the compute dtype
+    exact = verify(case, precision=Precision(products=F64))
+    assert torch.equal(exact.output, verify(case).output) and torch.equal(exact.pool, verify(case).pool)

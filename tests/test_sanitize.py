@@ -1,6 +1,7 @@
 """compute-sanitizer replay: reports are attributed to the case that caused them, and the child restarts after
 an error (a stand-in sanitizer on CPU; the real one runs on the GPU hosts)."""
 import sys
+import time
 from pathlib import Path
 
 from fuzz.case import Case
@@ -30,3 +31,30 @@ def test_the_verdict_under_the_sanitizer_is_reported_with_the_case(monkeypatch):
     [result] = sanitize("flashinfer-pretranspose-fp32", [case], "cpu", mutant)
     assert result.errors == 0
     assert result.outcome.startswith("OutputMismatch"), result.outcome
+
+
+def _sanitizer_children() -> list[int]:
+    """PIDs of live `fuzz.sanitize --child` processes running the crashing stand-in (Linux /proc)."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--child" in cmd and any(b"tests.crashing_standin" in c for c in cmd):
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_a_case_cut_off_by_the_time_budget_is_not_reported_and_its_process_is_killed(monkeypatch):
+    """The crashing stand-in never returns at T=3: the budget ends the run, the finished case is reported, the hung
+    one is neither passed nor failed, and no process of the run is left behind."""
+    monkeypatch.setenv("GDN_FUZZ_SANITIZER", FAKE)
+    hang = Case.parse("verify-B1-T3-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]-nol2")
+    already = set(_sanitizer_children())  # another run's, not ours
+    start = time.monotonic()
+    results = sanitize("flashinfer-mtp-fp32", [Case.parse(CLEAN.format(0)), hang, Case.parse(CLEAN.format(1))], "cpu",
+                       {"flashinfer": "tests.crashing_standin"}, timeout=20)
+    assert 20 <= time.monotonic() - start < 40
+    assert [r.case for r in results] == [CLEAN.format(0)] and results[0].clean
+    assert not set(_sanitizer_children()) - already

@@ -96,3 +96,15 @@ def test_poison_and_guard_patterns_are_nan_and_distinct():
         g, p = fill_pattern(torch.empty(3, dtype=dtype), "guard"), fill_pattern(torch.empty(3, dtype=dtype), "poison")
         assert g.isnan().all() and p.isnan().all()
         assert has_pattern(g, "guard").all() and not has_pattern(g, "poison").any()
+
+
+def test_inf_is_judged_only_where_the_oracle_fits_the_stored_dtype():
+    """An fp16 output whose true value is past 65504 is inf whatever the kernel does (FlashInfer's fp32 MTP computes in
+    bf16 and stores into the caller's fp16 buffer: H200 campaign); inf where the value fits is a NonFinite."""
+    exact = torch.tensor([70000.0, 100.0], dtype=torch.float64)
+    got = exact.to(torch.float16)  # [inf, 100]
+    assert got[0].isinf()
+    verdict._compare(CASE, "output", verdict.OutputMismatch, "test.oracle", got, exact, exact, "fp16")
+    got[1] = float("inf")
+    with pytest.raises(verdict.NonFinite):
+        verdict._compare(CASE, "output", verdict.OutputMismatch, "test.oracle", got, exact, exact, "fp16")

@@ -118,7 +118,7 @@ class FlashInferCPU:
         kern = self.kernel(path=path, T=T, H=H, HV=HV, K=K, V=V, state_dtype=pool.dtype,
                            dt_bias_dtype=dt_bias.dtype, index_dtype=read_idx.dtype,
                            scale=K ** -0.5 if scale is None else float(scale), use_l2norm=bool(use_l2norm))
-        out = torch.zeros(B, T, HV, V, dtype=torch.bfloat16) if output is None else output
+        out = torch.zeros(B, T, HV, V, dtype=torch.bfloat16, device=q.device) if output is None else output
         slot, runs = self.read_slot(path, read_idx.long())
         if path == "pretranspose":
             self.pad_output(out, (~runs).nonzero().squeeze(1))
@@ -265,7 +265,7 @@ class FlashInferCPU:
         read = state_indices.long()
         if not split and bool((read < 0).any()):  # the kernel would read before the pool
             raise ValueError("state_indices: -1 needs output_state_indices")
-        S = torch.zeros(N, HV, V, K)  # one running state per sequence; read id -1: the zero state
+        S = torch.zeros(N, HV, V, K, device=q.device)  # one running state per sequence; read id -1: the zero state
         if initial_state is not None:
             assert initial_state.shape[1:] == (HV, V, K), f"initial_state must be [*, {HV}, {V}, {K}]"
             S[read >= 0] = initial_state[read[read >= 0]].float()  # gathered before any write
@@ -274,7 +274,7 @@ class FlashInferCPU:
         hmap = self.head_map(H, HV)
         qf = q.float()[:, hmap] * (K ** -0.5 if not scale else float(scale))  # scale 0 also means the default
         kf, vf = k.float()[:, hmap], v.float()
-        out = torch.empty(total, HV, V, dtype=q.dtype) if output is None else output
+        out = torch.empty(total, HV, V, dtype=q.dtype, device=q.device) if output is None else output
         assert out.dtype == q.dtype and out.shape == (total, HV, V), f"output must be {q.dtype} [{total}, {HV}, {V}]"
         for n in range(N):
             for i in range(cu[n], cu[n + 1]):
@@ -283,9 +283,9 @@ class FlashInferCPU:
         if not output_final_state:
             return out
         if output_state is None:
-            output_state = torch.empty(N, HV, V, K)
+            output_state = torch.empty(N, HV, V, K, device=q.device)
         slot, written = self.write_slot("prefill", read, output_state_indices.long() if split else None)
-        written &= torch.tensor(cu[1:]) > torch.tensor(cu[:-1])  # an empty sequence stores nothing
+        written &= (cu_seqlens[1:] > cu_seqlens[:-1]).to(written.device)  # an empty sequence stores nothing
         self.store_pool(output_state, slot[written], S[written])
         return out, output_state
 

@@ -53,6 +53,7 @@ class Support:
     strided_pool: bool = False
     no_update: bool = False
     pad_without_update: bool = True  # padding is drawn in disable_state_update cases too
+    pad_with_token_slots: bool = True  # padding is drawn in per-token scatter cases too
     l2norm_off: bool = True
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
 

@@ -140,5 +140,9 @@ TARGETS = (
     # dispatches majors 8, 9, 10 (CUDA 13) and 12; 11 raises.
     FlashInferPrefill("flashinfer-prefill-chunk", "flashinfer.prefill.chunk", Support(
         ops=frozenset({"prefill"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128,
-        split_write=True, strided_pool=True, empty_prefill=False, arch=(9, 10, 12)), CHUNK),
+        split_write=True, strided_pool=True, empty_prefill=False, arch=(9, 10, 12),
+        # The chunk kernel inverts I + beta*tril(K K^T) in fp16: it needs unit-norm keys, so callers with
+        # use_qk_l2norm_in_kernel=False pass l2-normalized q, k (FlashInfer's tests do). Raw keys overflow that
+        # inverse to NaN (H200: T=12 fp16, T=130 bf16), outside the kernel's domain: only in-kernel l2norm is drawn.
+        l2norm_off=False), CHUNK),
 )
