@@ -90,10 +90,13 @@ KNOWN_BUGS = {
                      "for every B, H, HV tried; T = 2 runs: masked by not fuzzing its T = 1 (decode) at all",
     "bf16-i64-indices": "bf16-state kernels fail to compile with int64 initial_state_indices (TYPE_UNSTABLE_JOIN: "
                         "the -1 -> 0 redirect assigns an Int32 to the Int64 cache_idx); masked by int32 indices",
-    "noupdate-pad-output": "gated_delta_rule_mtp with disable_state_update=True writes the output rows of padded "
-                           "requests (contract: untouched); masked by no padding in no-update cases",
-    "scatter-pad-output": "gated_delta_rule_mtp with per-token ssm_state_indices writes the output row of a padded "
-                          "request (contract: untouched); masked by no padding in per-token scatter cases",
+    "fp16-output-roundtrip": "gated_delta_rule_mtp with an fp16 output stages it as bf16 and copies every row back "
+                             "(run_mtp_decode: output.to(bfloat16) ... output_writeback.copy_), so padded requests' "
+                             "rows, left untouched by contract, are rounded to bf16; masked by bf16 inputs only",
+    "wide-vec-no-writeback": "bf16-state gated_delta_rule_mtp with an intermediate_states_buffer and state updates "
+                             "on does not write the final state to the pool when B*HV >= 128 (its wide_vec kernel: "
+                             "'caller must read the final state from buffer[:, T-1]'); below 128 the ILP4 kernel "
+                             "writes it; masked by drawing the buffer only with disable_state_update",
     "sliced-inter-rejected": "the intermediate buffer must be contiguous: a sliced [:, :T] view of a larger cache is "
                              "rejected (accepted since 0.7.4); masked by drawing whole buffers",
 }
@@ -105,8 +108,8 @@ MASKS = {
     "size1-layout": {"gva_ratios": (2, 4)},
     "mtp-t1-layout": {"verify_min_T": 2},
     "bf16-i64-indices": {"index_dtypes": ("i32",)},
-    "noupdate-pad-output": {"pad_without_update": False},
-    "scatter-pad-output": {"pad_with_token_slots": False},
+    "fp16-output-roundtrip": {"input_dtypes": ("bf16",)},
+    "wide-vec-no-writeback": {"buffer_with_update": False},
     "sliced-inter-rejected": {"sliced_intermediate": False},
 }
 # Known bugs that make a whole operation unusable on a path: the test is skipped, with this as its reason.
@@ -119,12 +122,12 @@ KNOWN: tuple[tuple[str, str, frozenset], ...] = (
     ("sglang.sigmoid_gating", "==0.5.23", frozenset({"unchecked-gva"})),
     ("sglang.recurrent_update", "==0.5.23", frozenset({"unchecked-gva", "strided-write-lost"})),
     ("flashinfer.pretranspose.fp32", "==0.7.4", frozenset({"size1-layout"})),
-    ("flashinfer.bf16", "==0.7.4", frozenset({"size1-layout", "bf16-i64-indices", "unchecked-gva"})),
+    ("flashinfer.bf16", "==0.7.4", frozenset({"size1-layout", "bf16-i64-indices", "unchecked-gva",
+                                              "wide-vec-no-writeback"})),
     ("flashinfer.bf16", "==0.7.2.post1", frozenset({"unchecked-gva"})),
     ("flashinfer.decode.kmajor", "==0.7.4", frozenset({"size1-layout", "unchecked-gva"})),
-    ("flashinfer.mtp.fp32", "==0.7.4", frozenset({"size1-layout", "mtp-t1-layout", "noupdate-pad-output",
-                                                  "scatter-pad-output"})),
-    ("flashinfer.mtp.fp32", "==0.7.2.post1", frozenset({"noupdate-pad-output", "sliced-inter-rejected"})),
+    ("flashinfer.mtp.fp32", "==0.7.4", frozenset({"size1-layout", "mtp-t1-layout", "fp16-output-roundtrip"})),
+    ("flashinfer.mtp.fp32", "==0.7.2.post1", frozenset({"fp16-output-roundtrip", "sliced-inter-rejected"})),
 )
 
 SKIP_ZERO = PadContract("negative", "skip_zero", "skip")

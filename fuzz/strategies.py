@@ -45,7 +45,7 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
         T = max(seqlens)
     update = not (sup.no_update and op == "verify" and draw(st.booleans()))
     inter_rows = inter_steps = inter_spare = 0
-    if sup.intermediate and op == "verify" and draw(st.booleans()):
+    if sup.intermediate and op == "verify" and (sup.buffer_with_update or not update) and draw(st.booleans()):
         inter_rows = B if sup.exact_rows else B + draw(st.integers(0, 3))
         inter_steps = T + draw(st.integers(0, 2))
         inter_spare = draw(st.integers(0, 2)) if sup.sliced_intermediate else 0
@@ -53,8 +53,7 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
     if inter_rows and sup.explicit_rows and draw(st.booleans()):
         rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
         inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
-    no_padding = not (update or sup.pad_without_update)
-    slots = draw(slot_maps(sup, sem, B, T, op, update and not inter_rows, budget, K * V * HV, no_padding))
+    slots = draw(slot_maps(sup, sem, B, T, op, update and not inter_rows, budget, K * V * HV))
     return Case(
         op=op, H=H, HV=HV, K=K, V=V, T=T, seqlens=seqlens, seed=draw(st.integers(0, 2**32 - 1)),
         **slots, inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index,
@@ -67,8 +66,7 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
 
 
 @st.composite
-def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget: Budget, slot_elems: int,
-              no_padding: bool = False) -> dict:
+def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget: Budget, slot_elems: int) -> dict:
     """Pool size and slot indices. Slots a call writes are distinct from every slot another row reads or
     writes (overlaps race by every library's contract); a sacrificial slot 0 stays out of reach when
     padding redirects there or 0 is the null slot. Unique integer lists shrink toward the identity map."""
@@ -76,11 +74,9 @@ def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget
     if not sup.pool:
         return dict(pool=B, read_slots=tuple(range(B)), null=null)
     reserved = 1 if (null == 0 or "slot0" in (sem.pad.read, sem.pad.write)) else 0
-    token = sup.token_slots and may_scatter and op == "verify" and T >= 2 and draw(st.booleans())
     padded = draw(st.lists(st.booleans(), min_size=B, max_size=B))
-    if no_padding or (token and not sup.pad_with_token_slots):
-        padded = [False] * B
     real = B - sum(padded)
+    token = sup.token_slots and may_scatter and op == "verify" and T >= 2 and draw(st.booleans())
     split = not token and sup.split_write and draw(st.booleans())
     extra = B * T if token else B if split else 0
     need = max(reserved + real + extra, 1)

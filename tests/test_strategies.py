@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from fuzz.case import Case
 from fuzz.profiles import BUDGETS
+from fuzz.semantics import MASKS
 from fuzz.strategies import INT32_ELEMENTS, cases
 from fuzz.targets import TARGETS, set_overrides
 from fuzz.targets.base import Support
@@ -91,6 +92,8 @@ def test_drawn_cases_round_trip_and_respect_support(target, data):
         assert _identity(case) and case.pool == case.B
     if case.inter_rows:
         assert case.inter_steps >= case.T
+        assert sup.buffer_with_update or not case.update
+    assert case.input_dtype in sup.input_dtypes and case.index_dtype in sup.index_dtypes
     pad = target.semantics().pad
     if case.write_slots and pad.read == pad.write == "slot0" and case.null in case.write_slots:
         # slot 0 is scratch written in this call: a row that read it must not store what it computed
@@ -110,3 +113,14 @@ def test_a_known_bug_narrows_what_is_drawn():
     assert target.support.strided_pool and target.support.invalid_gva
     assert target.semantics().known_bugs == {"unchecked-gva", "strided-write-lost"}
     assert not target.declared().strided_pool and not target.declared().invalid_gva
+
+
+def test_the_wide_vec_mask_draws_buffers_only_without_state_updates(monkeypatch):
+    """FlashInfer 0.7.4's bf16 MTP skips the final write-back with a buffer at B*HV >= 128 (`wide-vec-no-writeback`):
+    its mask keeps buffers to disable_state_update cases, and those are still drawn."""
+    target = BY_NAME["sglang-sigmoid"]
+    monkeypatch.setattr(target, "support", target.support.narrowed(**MASKS["wide-vec-no-writeback"]))
+    buffered = find(cases(target, "verify", BUDGETS["ci"]), lambda c: c.inter_rows > 0, settings=FIND)
+    assert not buffered.update
+    with pytest.raises(Exception, match="No examples"):
+        find(cases(target, "verify", BUDGETS["ci"]), lambda c: c.inter_rows > 0 and c.update, settings=FIND)

@@ -48,12 +48,11 @@ class Support:
     exact_rows: bool = False  # the intermediate buffer must have exactly B rows (FlashInfer bf16)
     explicit_rows: bool = False  # accepts explicit intermediate row indices
     sliced_intermediate: bool = False
+    buffer_with_update: bool = True  # the intermediate buffer is drawn in state-updating cases too
     token_slots: bool = False
     empty_prefill: bool = True  # accepts a prefill whose sequences are all empty (zero tokens in the call)
     strided_pool: bool = False
     no_update: bool = False
-    pad_without_update: bool = True  # padding is drawn in disable_state_update cases too
-    pad_with_token_slots: bool = True  # padding is drawn in per-token scatter cases too
     l2norm_off: bool = True
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
 
