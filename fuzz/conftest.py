@@ -107,12 +107,14 @@ def pytest_runtest_makereport(item, call):
     report = yield
     directory = item.config.getoption("gdn_corpus_out")
     target = getattr(item, "callspec", None) and item.callspec.params.get("target")
-    if item.config.getoption("gdn_sanitize") and report.failed and call.when == "call" and target is not None:
+    if not (report.failed and call.when == "call" and target is not None):
+        return report
+    if item.config.getoption("gdn_sanitize"):
         from fuzz.sanitize import sanitizer_sections
 
         device = target.device(item.config.stash[SESSION].budget.device)
         report.sections += sanitizer_sections(target, call.excinfo.value, device)
-    if directory and report.failed and call.when == "call" and target is not None and "entry" not in item.fixturenames:
+    if directory and "entry" not in item.fixturenames:
         from fuzz.corpus import save_failures
 
         for path in save_failures(Path(directory), target, call.excinfo.value):

@@ -91,7 +91,8 @@ class FuzzSession:
         return True
 
     def log_failure(self, target: Target, error: Exception) -> None:
-        """Append each failing example to $GDN_FUZZ_LIVE_LOG as it happens (survives a killed run)."""
+        """Append each failing example to $GDN_FUZZ_LIVE_LOG as it happens (survives a killed run); read it back
+        with logged_failures()."""
         if path := os.environ.get("GDN_FUZZ_LIVE_LOG"):
             with open(path, "a") as f:
                 f.write(f"{target.name}\t{type(error).__name__}\t{str(error).splitlines()[0][:1000]}\n")
@@ -117,6 +118,14 @@ class FuzzSession:
             "records": self.records,
         }
         Path(path).write_text(json.dumps(report, indent=1) + "\n")
+
+
+def logged_failures(path: Path) -> list[tuple[str, str, Case]]:
+    """(target, failure class, case) for each line FuzzSession.log_failure wrote; a message starts with the
+    failing case's coordinate."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(target, kind, Case.parse(message.split(": ", 1)[0]))
+            for target, kind, message in (line.split("\t", 2) for line in lines if line.count("\t") >= 2)]
 
 
 def fuzz_test(op: str):

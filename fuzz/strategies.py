@@ -6,8 +6,9 @@ freely. Every shipped bug class is reachable: pools below / equal to / far above
 slot maps, padding from none to all rows, split read/write slots, T past 4, GVA ratios 1/2/4 and an
 illegal one, K != V, bf16/fp16/fp32 inputs, int32/int64 indices, strided pools, sliced intermediate
 buffers, saturated gates, and (GPU) slot ids whose element offset overflows int32.
-Rare features are drawn as the *largest* value of a small integer: Hypothesis shrinks toward zero, so
-minimal cases shed them unless they matter.
+Rare features are drawn as one nonzero value of a small integer (its largest; a middle one for 8 GiB pools,
+since Hypothesis draws bounds more often than their share): Hypothesis shrinks toward zero, so minimal cases
+shed them unless they matter.
 """
 from __future__ import annotations
 

@@ -74,19 +74,21 @@ class Precision:
             x = x.to(self.inputs)
         return x.to(self.compute)
 
+    def _through(self, x: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+        """x stored in `dtype` and read back in the compute dtype (unchanged when dtype is None)."""
+        return x if dtype is None else x.to(dtype).to(self.compute)
+
     def round_normalized(self, x: torch.Tensor) -> torch.Tensor:
-        return x if self.normalized is None else x.to(self.normalized).to(self.compute)
+        return self._through(x, self.normalized)
 
     def round_product(self, x: torch.Tensor) -> torch.Tensor:
-        return x if self.products is None else x.to(self.products).to(self.compute)
+        return self._through(x, self.products)
 
     def round_beta(self, beta: torch.Tensor) -> torch.Tensor:
-        if self.beta is None:
-            return beta
         if self.beta == torch.bfloat16 and self.bf16_truncates:
             bits = beta.float().view(torch.int32) & ~0xFFFF  # keep sign, exponent and the top 7 mantissa bits
             return bits.view(torch.float32).to(self.compute)
-        return beta.to(self.beta).to(self.compute)
+        return self._through(beta, self.beta)
 
 
 EXACT = Precision()

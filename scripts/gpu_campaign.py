@@ -39,12 +39,10 @@ def count_tests(family: str, profile: str) -> int:
 def unfinished_shrinks(live: Path, test: str, shrink_seconds: float) -> list[dict]:
     """A round killed while shrinking still leaves its failing examples in the live log: report the smallest
     logged case of each (target, failure class), marked as not minimal, so the finding is not lost."""
-    from fuzz.case import Case
+    from fuzz.session import logged_failures
 
-    smallest: dict[tuple[str, str], Case] = {}
-    lines = live.read_text().splitlines() if live.exists() else []
-    for target, kind, message in (line.split("\t", 2) for line in lines if line.count("\t") >= 2):
-        case = Case.parse(message.split(": ", 1)[0])
+    smallest = {}
+    for target, kind, case in logged_failures(live):
         key = (target, kind)
         if key not in smallest or _size(case) < _size(smallest[key]):
             smallest[key] = case

@@ -5,6 +5,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+from fuzz.profiles import BUDGETS
+from fuzz.session import FuzzSession
+from fuzz.verdict import NonFinite, StateMismatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import gpu_campaign  # noqa: E402
@@ -14,11 +19,14 @@ SMALL = "verify-B1-T2-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild
 OTHER = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed5-slots[1,2]"
 
 
-def test_smallest_logged_case_per_target_and_class(tmp_path):
+def test_smallest_logged_case_per_target_and_class(tmp_path, monkeypatch):
+    """The live log as the fuzz session writes it (FuzzSession.log_failure), read back by the campaign."""
     live = tmp_path / "live.log"
-    live.write_text(f"t-a\tStateMismatch\t{BIG}: state[0]: error 5 > bound 0.1\n"
-                    f"t-a\tStateMismatch\t{SMALL}: state[0]: error 5 > bound 0.1\n"
-                    f"t-a\tNonFinite\t{OTHER}: output[0] = nan\n")
+    monkeypatch.setenv("GDN_FUZZ_LIVE_LOG", str(live))
+    session, target = FuzzSession("ci", BUDGETS["ci"], frozenset()), SimpleNamespace(name="t-a")
+    for error in (StateMismatch(f"{BIG}: state[0]: error 5 > bound 0.1"),
+                  StateMismatch(f"{SMALL}: state[0]: error 5 > bound 0.1"), NonFinite(f"{OTHER}: output[0] = nan")):
+        session.log_failure(target, error)
     found = gpu_campaign.unfinished_shrinks(live, "fam round 0", 60)
     assert [(f["target"], f["kind"], f["case"]) for f in found] == [("t-a", "NonFinite", OTHER),
                                                                      ("t-a", "StateMismatch", SMALL)]

@@ -121,8 +121,7 @@ class FlashInferPrefill(FlashInferTarget):
 
 # 0.7.4 asserts q is fp16/bf16 (then converts to bf16 for the kernel).
 _POOL = Support(ops=frozenset({"decode"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128,
-                split_write=True,
-                strided_pool=True, arch=SM90_PLUS)
+                split_write=True, strided_pool=True, arch=SM90_PLUS)
 TARGETS = (
     FlashInferTarget("flashinfer-pretranspose-fp32", "flashinfer.pretranspose.fp32", _POOL, PRETRANSPOSE),
     FlashInferTarget("flashinfer-bf16", "flashinfer.bf16", dataclasses.replace(
