@@ -43,6 +43,9 @@ class Case:
     l2norm: bool = True
     update: bool = True  # False: disable_state_update
     null: int = -1  # the padding sentinel this case was drawn for (-1, or 0 as a null slot)
+    # > 0: the target first runs this case, unjudged, on a pool warm_pool slots larger, so that a compile cache keyed
+    # without the pool's capacity serves the judged call a kernel built for the other pool
+    warm_pool: int = 0
 
     @property
     def B(self) -> int:
@@ -78,6 +81,7 @@ class Case:
             (not self.l2norm, "nol2"),
             (not self.update, "noupdate"),
             (self.null != -1, f"null{self.null}"),
+            (self.warm_pool, f"warm{self.warm_pool}"),
         ]
         return "-".join(parts + [text for on, text in opt if on])
 
@@ -115,11 +119,11 @@ def _ints(body: str) -> tuple[int, ...]:
 
 
 _INT_FIELDS = {"T": "T", "H": "H", "HV": "HV", "K": "K", "V": "V", "pool": "pool", "seed": "seed", "gap": "pool_gap",
-               "null": "null"}
+               "null": "null", "warm": "warm_pool"}
 
 
 def _parse_token(tok: str) -> dict:
-    if m := re.fullmatch(r"(T|HV|H|K|V|pool|seed|gap|null)(-?\d+)", tok):
+    if m := re.fullmatch(r"(T|HV|H|K|V|pool|seed|gap|null|warm)(-?\d+)", tok):
         return {_INT_FIELDS[m[1]]: int(m[2])}
     if m := re.fullmatch(r"(slots|wslots|seqlens|rows)(\[.*\])", tok):
         key = {"slots": "read_slots", "wslots": "write_slots", "seqlens": "seqlens", "rows": "inter_index"}[m[1]]

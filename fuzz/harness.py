@@ -92,6 +92,7 @@ def _differential(target: Target, case: Case, device: str) -> GdnFailure | None:
                                 model=oracle(case, t, sem, sem.precision(case)))
         try:
             with _phase("kernel", device):
+                _warm_up(target, case, device)
                 got = target.call(case, t)
         except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
             raise RejectedValidInput(f"{case!r}: {type(e).__name__}: {e}") from None
@@ -101,3 +102,10 @@ def _differential(target: Target, case: Case, device: str) -> GdnFailure | None:
         failure.__context__ = failure.__cause__ = None  # the library's exception holds frames too
         return failure.with_traceback(None)
     return None
+
+
+def _warm_up(target: Target, case: Case, device: str) -> None:
+    """Case.warm_pool: an unjudged first call on a larger pool (same slots, so every index stays in range)."""
+    if case.warm_pool:
+        warm = case.replace(pool=case.pool + case.warm_pool, warm_pool=0)
+        target.call(warm, materialize(warm, device))

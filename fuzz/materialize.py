@@ -106,6 +106,12 @@ GATE_REGIMES = {
 }
 
 
+def named_slots(case: Case) -> list[int]:
+    """Pool slots a request names (read, written, per token), and slot 0, where padding may be redirected."""
+    named = [*case.read_slots, *(case.write_slots or ()), *(s for row in case.token_slots or () for s in row)]
+    return sorted({0, *(s for s in named if 0 <= s < case.pool)} if case.pool else ())
+
+
 def materialize(case: Case, device: str | torch.device, state_dtype=None) -> Tensors:
     gen = torch.Generator().manual_seed(case.seed)
     f32 = dict(dtype=torch.float32)
@@ -147,7 +153,11 @@ def materialize(case: Case, device: str | torch.device, state_dtype=None) -> Ten
     as_index = lambda xs: None if xs is None else torch.tensor(xs, dtype=idx, device=device)  # noqa: E731
     state_shape = (case.V, case.K) if case.layout == "vk" else (case.K, case.V)
     pool = Guarded.around((case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap)
-    pool.view.copy_((randn(case.pool, case.HV, *state_shape) * 0.5).to(st_dtype))
+    # Slots no request names (up to 8 GiB of them) get filler drawn on the device, cheaply; the named ones, whose
+    # values the math depends on, come from the case's generator, the same on every device.
+    named = named_slots(case)
+    pool.view.normal_(0.0, 0.5, generator=torch.Generator(pool.view.device).manual_seed(case.seed))
+    pool.view[named] = (randn(len(named), case.HV, *state_shape) * 0.5).to(st_dtype).to(device)
     pool.snapshot()
     inter = None
     if case.inter_rows:

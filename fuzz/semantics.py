@@ -99,6 +99,15 @@ KNOWN_BUGS = {
                              "writes it; masked by drawing the buffer only with disable_state_update",
     "sliced-inter-rejected": "the intermediate buffer must be contiguous: a sliced [:, :T] view of a larger cache is "
                              "rejected (accepted since 0.7.4); masked by drawing whole buffers",
+    "inter-row-stride-T": "the intermediate buffer [B, cache_steps, HV, V, K] is indexed with row stride T instead "
+                          "of cache_steps (flat_idx = i_n * T * HV + i_t * HV + i_hv), so with more steps than T "
+                          "every row after the first lands in the wrong place (0.7.4: i_n * cache_steps + i_t); "
+                          "masked by drawing buffers of exactly T steps",
+    "strided-pool-capacity-key": "a strided (non-contiguous) pool is compiled with its whole static layout, capacity "
+                                 "included, but the compile key holds only its strides (pool_strides_key), so a "
+                                 "later call on a pool of another capacity is rejected ('Mismatched "
+                                 "h0_source.shape[0]'), from the on-disk kernel cache too (0.7.4 keys the capacity); "
+                                 "masked by contiguous pools",
 }
 # Each bug's mask: the Support fields the strategies draw with while it is known (Support.narrowed: choices are
 # intersected, flags only turn off, minimums only rise).
@@ -111,6 +120,8 @@ MASKS = {
     "fp16-output-roundtrip": {"input_dtypes": ("bf16",)},
     "wide-vec-no-writeback": {"buffer_with_update": False},
     "sliced-inter-rejected": {"sliced_intermediate": False},
+    "inter-row-stride-T": {"spare_steps": False},
+    "strided-pool-capacity-key": {"strided_pool": False},
 }
 # Known bugs that make a whole operation unusable on a path: the test is skipped, with this as its reason.
 MASKED_OPS = {"mtp-t1-layout": "decode"}
@@ -121,13 +132,15 @@ KNOWN: tuple[tuple[str, str, frozenset], ...] = (
     ("fla.fused_recurrent.loggates", "==0.6.0", frozenset({"unchecked-gva"})),
     ("sglang.sigmoid_gating", "==0.5.23", frozenset({"unchecked-gva"})),
     ("sglang.recurrent_update", "==0.5.23", frozenset({"unchecked-gva", "strided-write-lost"})),
-    ("flashinfer.pretranspose.fp32", "==0.7.4", frozenset({"size1-layout"})),
+    ("flashinfer.pretranspose.fp32", "==0.7.4", frozenset({"size1-layout", "unchecked-gva"})),
+    ("flashinfer.pretranspose.fp32", "==0.7.2.post1", frozenset({"unchecked-gva"})),
     ("flashinfer.bf16", "==0.7.4", frozenset({"size1-layout", "bf16-i64-indices", "unchecked-gva",
                                               "wide-vec-no-writeback"})),
-    ("flashinfer.bf16", "==0.7.2.post1", frozenset({"unchecked-gva"})),
+    ("flashinfer.bf16", "==0.7.2.post1", frozenset({"unchecked-gva", "wide-vec-no-writeback"})),
     ("flashinfer.decode.kmajor", "==0.7.4", frozenset({"size1-layout", "unchecked-gva"})),
     ("flashinfer.mtp.fp32", "==0.7.4", frozenset({"size1-layout", "mtp-t1-layout", "fp16-output-roundtrip"})),
-    ("flashinfer.mtp.fp32", "==0.7.2.post1", frozenset({"fp16-output-roundtrip", "sliced-inter-rejected"})),
+    ("flashinfer.mtp.fp32", "==0.7.2.post1", frozenset({"fp16-output-roundtrip", "sliced-inter-rejected",
+                                                        "inter-row-stride-T", "strided-pool-capacity-key"})),
 )
 
 SKIP_ZERO = PadContract("negative", "skip_zero", "skip")

@@ -5,7 +5,8 @@ campaigns revisit compiled buckets; the cheap part (B, slot maps, padding, value
 freely. Every shipped bug class is reachable: pools below / equal to / far above B with non-identity
 slot maps, padding from none to all rows, split read/write slots, T past 4, GVA ratios 1/2/4 and an
 illegal one, K != V, bf16/fp16/fp32 inputs, int32/int64 indices, strided pools, sliced intermediate
-buffers, saturated gates, and (GPU) slot ids whose element offset overflows int32.
+buffers, saturated gates, and (GPU) slot ids whose element offset overflows int32 and warm calls on
+a larger pool first (compile caches keyed without the pool's capacity).
 Rare features are drawn as one nonzero value of a small integer (its largest; a middle one for 8 GiB pools,
 since Hypothesis draws bounds more often than their share): Hypothesis shrinks toward zero, so minimal cases
 shed them unless they matter.
@@ -48,13 +49,16 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
     inter_rows = inter_steps = inter_spare = 0
     if sup.intermediate and op == "verify" and (sup.buffer_with_update or not update) and draw(st.booleans()):
         inter_rows = B if sup.exact_rows else B + draw(st.integers(0, 3))
-        inter_steps = T + draw(st.integers(0, 2))
+        inter_steps = T + (draw(st.integers(0, 2)) if sup.spare_steps else 0)
         inter_spare = draw(st.integers(0, 2)) if sup.sliced_intermediate else 0
     inter_index = None
     if inter_rows and sup.explicit_rows and draw(st.booleans()):
         rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
         inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
     slots = draw(slot_maps(sup, sem, B, T, op, update and not inter_rows, budget, K * V * HV))
+    # warm calls: GPU budgets only, about 3% of drawn cases (300 drawn: 8), never beside an 8 GiB pool
+    warm = (budget.warm_calls and sup.pool and slots["pool"] * K * V * HV < INT32_ELEMENTS
+            and draw(st.integers(0, 9)) == 9)
     return Case(
         op=op, H=H, HV=HV, K=K, V=V, T=T, seqlens=seqlens, seed=draw(st.integers(0, 2**32 - 1)),
         **slots, inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index,
@@ -63,6 +67,7 @@ def cases(draw, target: Target, op: str, budget: Budget) -> Case:
         gate=draw(st.sampled_from(GATES)), scale=draw(st.sampled_from(budget.scales)),
         l2norm=not (sup.l2norm_off and draw(st.integers(0, 4)) == 4), update=update,
         pool_gap=draw(st.sampled_from(budget.gaps)) if sup.strided_pool else 0,
+        warm_pool=draw(st.integers(1, budget.max_pool)) if warm else 0,
     )
 
 

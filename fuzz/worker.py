@@ -108,6 +108,7 @@ class Worker:
         """`fuzz.harness.check(target, case, device)` in the child; raises what it raised, or
         KernelCrash / KernelHang."""
         name = _registered(target)
+        verdict.COMPARED.clear()  # filled from the child's reply: a crash or hang leaves none
         if not self.alive:
             self.start()  # first call, or the last child crashed / hung / was discarded
         self.stats.calls += 1
@@ -130,8 +131,9 @@ class Worker:
             self.stop(graceful=False)
             raise KernelCrash(f"{case!r}: {name} killed the worker process ({status}); its last stderr "
                               f"lines:\n{self._tail()}")
-        kind, cls_name, message, cause, events, probe = reply
+        kind, cls_name, message, cause, events, compared, probe = reply
         _replay(events)
+        verdict.COMPARED[:] = compared  # the child's error-to-bound ratios, for --gdn-report and the gate's drift
         if probe or (kind != "ok" and poisoned(message)):
             self.stats.crashes += 1
             self.stop(graceful=False)
@@ -263,7 +265,8 @@ def _without_case(message: str, case: Case) -> str:
 
 # ---- the child ----------------------------------------------------------------------------------
 def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], log_path: str) -> None:
-    """Child main loop: ("check", target name, case) -> (kind, class name, message, cause, events, probe)."""
+    """Child main loop: ("check", target name, case) -> (kind, class name, message, cause, events, comparisons,
+    probe)."""
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.dup2(log, 1)
     os.dup2(log, 2)  # sys.stdout / sys.stderr write to fds 1 / 2: now the log; so do C libraries
@@ -297,7 +300,7 @@ def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], lo
             reply = ("fail", type(e).__name__, str(e), cause)
         except Exception as e:  # noqa: BLE001 - reported to the parent, which raises WorkerError
             reply = ("error", type(e).__name__, str(e), "".join(traceback.format_exception(e)))
-        conn.send((*reply, list(events), _probe(device)))
+        conn.send((*reply, list(events), list(verdict.COMPARED), _probe(device)))
 
 
 def _probe(device: str) -> str | None:

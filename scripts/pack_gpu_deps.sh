@@ -15,6 +15,8 @@
 #     gpu_env.sh  device side: `. .gpu/gpu_env.sh` (unpacks once to /tmp/site, sets PYTHONPATH);
 #                 kept if present, else copied from shared/gpu.
 #
+#   SGL=0.5.23 bash scripts/pack_gpu_deps.sh .sgl: SGLang's kernel files (see below)
+#
 #   FI_OVERLAY=0.7.2.post1 bash scripts/pack_gpu_deps.sh .gpu-fi072
 #     flashinfer<ver>.tar.xz  only the pruned flashinfer package of that release + its
 #                             flashinfer_python-<ver>.dist-info/METADATA (same closure/stubs)
@@ -137,6 +139,20 @@ EOF
   unzip -qo "$w" "flashinfer_python-${ver}.dist-info/METADATA" -d "$site"
   find "$site" -name '__pycache__' -prune -exec rm -rf {} +
 }
+
+# ---------------------------------------------------------------- SGLang kernel files
+# SGL=0.5.23 bash scripts/pack_gpu_deps.sh .sgl  ->  .sgl/sglang0523.tar.xz (~140 KB): the wheel's fla/ and linear/
+# attention packages and its METADATA, all that fuzz/targets/sglang_loader.py loads (the wheel is 39 MB). Device side:
+# `mkdir -p /tmp/sgl && tar -xJf .sgl/sglang0523.tar.xz -C /tmp/sgl` and /tmp/sgl on PYTHONPATH.
+if [ -n "${SGL:-}" ]; then
+  python3 -m pip download -q --no-deps -d "$WHEELDIR" "sglang==$SGL"
+  unzip -qo "$(whl "sglang-${SGL}-*.whl")" 'sglang/__init__.py' 'sglang/kernels/ops/attention/__init__.py' \
+    'sglang/kernels/ops/attention/fla/*' 'sglang/kernels/ops/attention/linear/*' \
+    "sglang-${SGL}.dist-info/METADATA" -d "$STAGE/sgl"
+  tar -C "$STAGE/sgl" -cJf "$OUTDIR/sglang$(echo "$SGL" | tr -d .).tar.xz" .
+  ls -l "$OUTDIR"
+  exit 0
+fi
 
 # ---------------------------------------------------------------- overlay mode
 if [ -n "$FI_OVERLAY" ]; then

@@ -133,6 +133,21 @@ class PrefillSkippedWriteWraps(FlashInferCPU):
         return write, torch.ones_like(write, dtype=torch.bool)
 
 
+class StridedPoolCapacityBakedIn(FlashInferCPU):
+    """A strided pool's layout is compiled in whole, its capacity included, but the compile key holds only its
+    strides: a later call on a pool of another capacity gets that kernel, whose shape check rejects it. Incident
+    class: FlashInfer 0.7.2.post1 gated_delta_rule_mtp (pool_strides_key without h0_source.shape[0]; 0.7.4 keys it).
+    Only a case's warm call (Case.warm_pool, GPU budgets) makes it deterministic: tests/test_export.py proves it on
+    a fixed case; the CPU fuzz self-test (tests/test_mutants.py) leaves it out."""
+
+    def _run(self, path, q, k, v, pool, *args, **kwargs):
+        if not pool.is_contiguous():
+            baked = self.kernels.setdefault(("strided pool", path, pool.stride()), pool.shape[0])
+            if baked != pool.shape[0]:
+                raise ValueError(f"Mismatched h0_source.shape[0]: compiled for {baked} slots, got {pool.shape[0]}")
+        return super()._run(path, q, k, v, pool, *args, **kwargs)
+
+
 unguarded_pad_slot = UnguardedPadSlot()
 inter_row_by_slot = InterRowBySlot()
 gva_head_modulo = GvaHeadModulo()
@@ -147,5 +162,6 @@ padded_output_rewritten = PaddedOutputRewritten()
 compile_key_shape_only = CompileKeyShapeOnly()
 split_write_ignored = SplitWriteIgnored()
 prefill_skipped_write_wraps = PrefillSkippedWriteWraps()
+strided_pool_capacity_baked_in = StridedPoolCapacityBakedIn()
 
 MUTANTS = {name: obj for name, obj in globals().items() if isinstance(obj, FlashInferCPU)}

@@ -31,7 +31,7 @@ from fuzz.semantics import semantics_for
 from fuzz.strategies import cases
 from fuzz.targets import flashinfer
 from fuzz.targets import FAMILIES, TARGETS, set_overrides
-from fuzz.verdict import GdnFailure
+from fuzz.verdict import GdnFailure, RejectedValidInput
 from tests.mutants import MUTANTS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -274,7 +274,20 @@ MUTANT_CASES = {  # mutant: (target, its minimal case, what the script names); t
                                     "gate_mild-seed0-slots[-1]-seqlens[1]", "state"),
     "inter_step_off_by_one": ("flashinfer-bf16", "verify-B1-T5-H1-HV1-K8-V16-pool1-pad0-bf16state-bf16in-i32-vk-"
                               "gate_mild-seed0-slots[0]-inter1x5+0", "intermediate"),
+    "strided_pool_capacity_baked_in": ("flashinfer-mtp-fp32", "verify-B1-T2-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-"
+                                       "i32-vk-gate_mild-seed0-slots[1]-gap1-warm3", "crash"),
 }
+
+
+def test_only_the_warm_call_trips_a_compile_cache_keyed_without_the_pool_capacity(flashinfer_override):
+    target, coordinate, _ = MUTANT_CASES["strided_pool_capacity_baked_in"]
+    case, mutant = Case.parse(coordinate), MUTANTS["strided_pool_capacity_baked_in"]
+    flashinfer_override("tests.mutants:strided_pool_capacity_baked_in")
+    mutant.kernels.clear()
+    check(BY_NAME[target], case.replace(warm_pool=0), "cpu")  # one capacity per process: nothing to see
+    mutant.kernels.clear()
+    with pytest.raises(RejectedValidInput, match="Mismatched h0_source.shape"):
+        check(BY_NAME[target], case, "cpu")
 
 
 @pytest.mark.parametrize("name", sorted(MUTANT_CASES))

@@ -90,11 +90,12 @@ def test_new_failure_fails_the_gate(tmp_path, capsys):
 def test_same_installation_passes(tmp_path, capsys):
     assert run_gate(tmp_path, STANDIN, STANDIN) == 0
     assert "new failures: 0\n  fixed failures: 0" in capsys.readouterr().out
-    # The stand-in runs where the corpus expects FlashInfer 0.7.4's H200 rejection: a strict xfail that passes,
-    # on both sides.
-    assert statuses(tmp_path) == {
-        "fuzz/test_corpus.py::test_corpus[flashinfer-pretranspose-fp32:flashinfer-pretranspose-fp32-decode-"
-        "RejectedValidInput-0] XPASS(strict)": "unchanged", "summary": None}
+    # The stand-in runs where the corpus expects FlashInfer 0.7.4's H200 rejection, and rejects the HV=3 that FlashInfer
+    # accepts: strict xfails that pass, on both sides.
+    corpus = "fuzz/test_corpus.py::test_corpus[flashinfer-pretranspose-fp32:flashinfer-pretranspose-fp32-decode-{}]"
+    assert statuses(tmp_path) == {corpus.format("RejectedValidInput-0") + " XPASS(strict)": "unchanged",
+                                  corpus.format("AcceptedInvalidInput-0") + " XPASS(strict)": "unchanged",
+                                  "summary": None}
     assert Report((tmp_path / "report.html").read_text()).h1 == "gdn-fuzz gate: PASS: no new failures"
 
 

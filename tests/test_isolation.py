@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 import tests.crashing_standin as standin
-from fuzz import worker
+from fuzz import verdict, worker
 from fuzz.case import Case
 from fuzz.harness import check
 from fuzz.profiles import BUDGETS
@@ -51,6 +51,16 @@ def isolated():
 
 def test_failure_classes_registered():
     assert {KernelCrash, KernelHang} <= set(FAILURE_KINDS)
+
+
+def test_isolated_check_brings_back_its_error_ratios(isolated):
+    """The verdict runs in the child; its error-to-bound ratios come back for --gdn-report and the gate's drift."""
+    isolated_check(MTP, verify(6))
+    assert {c["kind"] for c in verdict.COMPARED} == {"output", "state"}
+    assert all(0 <= c["ratio"] < 1 for c in verdict.COMPARED)
+    with pytest.raises(OutputMismatch):
+        isolated_check(MTP, verify(5))  # answers wrong: the failing comparison comes back too
+    assert max(c["ratio"] for c in verdict.COMPARED) > 1
 
 
 @dataclass

@@ -69,6 +69,15 @@ def test_large_slot_ids_reach_int32_overflow_on_gpu_budgets():
     assert found.pool * found.HV * found.K * found.V > INT32_ELEMENTS
 
 
+def test_gpu_budgets_draw_warm_calls_on_a_larger_pool_and_cpu_budgets_never():
+    """Compile caches keyed without the pool's capacity: a warm call first, on a strided pool too."""
+    target = BY_NAME["flashinfer-mtp-fp32"]
+    found = find(cases(target, "verify", BUDGETS["h200"]), lambda c: c.warm_pool > 0 and c.pool_gap > 0, settings=FIND)
+    assert Case.parse(repr(found)).warm_pool == found.warm_pool
+    with pytest.raises(Exception, match="No examples"):
+        find(cases(target, "verify", BUDGETS["ci"]), lambda c: c.warm_pool > 0, settings=FIND)
+
+
 def test_cpu_budget_never_draws_large_pools():
     target = BY_NAME["flashinfer-mtp-fp32"]
     with pytest.raises(Exception, match="No examples"):

@@ -6,7 +6,7 @@ import reference
 from fuzz import verdict
 from fuzz.case import Case
 from fuzz.harness import check
-from fuzz.materialize import has_pattern
+from fuzz.materialize import has_pattern, materialize, named_slots
 from fuzz.semantics import Semantics
 from fuzz.targets.base import Family, Support, Target
 from fuzz.tolerance import TOLERANCES, Tol
@@ -108,3 +108,14 @@ def test_inf_is_judged_only_where_the_oracle_fits_the_stored_dtype():
     got[1] = float("inf")
     with pytest.raises(verdict.NonFinite):
         verdict._compare(CASE, "output", verdict.OutputMismatch, "test.oracle", got, exact, exact, "fp16")
+
+
+def test_named_slots_come_from_the_seed_whatever_the_pool_size():
+    """Only the slots a request names (and slot 0) take the case's generator: their values, which the math depends
+    on, do not change with the pool size; every other slot holds finite filler that a wrong-slot read would return."""
+    small, large = materialize(CASE.replace(pool=4), "cpu"), materialize(CASE.replace(pool=400), "cpu")
+    named = named_slots(CASE)
+    assert named == [0, 3]
+    assert torch.equal(small.pool.view[named], large.pool.view[named])
+    filler = large.pool.view[[s for s in range(400) if s not in named]]
+    assert torch.isfinite(filler).all() and filler.std() > 0.1

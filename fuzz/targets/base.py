@@ -48,6 +48,7 @@ class Support:
     exact_rows: bool = False  # the intermediate buffer must have exactly B rows (FlashInfer bf16)
     explicit_rows: bool = False  # accepts explicit intermediate row indices
     sliced_intermediate: bool = False
+    spare_steps: bool = True  # the intermediate buffer may hold more steps than T (a cache sized for the longest T)
     buffer_with_update: bool = True  # the intermediate buffer is drawn in state-updating cases too
     token_slots: bool = False
     empty_prefill: bool = True  # accepts a prefill whose sequences are all empty (zero tokens in the call)
