@@ -90,7 +90,7 @@ def build(device, pool=POOL):
     shape = (V, K) if LAYOUT == "vk" else (K, V)
     t.pool_full, t.pool = guarded((pool, HV, *shape), STATE, device, 2, GAP)
     # slots no request names: filler from a generator on the device; named slots (and slot 0) from SEED's generator
-    named = sorted({0, *(s for s in [*READ, *(WRITE or ()), *sum(TSLOTS or (), [])] if 0 <= s < pool)})
+    named = sorted(s for s in {0, *READ, *(WRITE or ()), *sum(TSLOTS or (), [])} if 0 <= s < pool)
     t.pool.normal_(0.0, 0.5, generator=torch.Generator(t.pool.device).manual_seed(SEED))
     t.pool[named] = (randn(len(named), HV, *shape) * 0.5).to(STATE).to(device)
     t.inter_full, t.inter = guarded((*INTER[:2], HV, *shape), STATE, device, 1, INTER[2]) if INTER else (None, None)

@@ -109,7 +109,7 @@ GATE_REGIMES = {
 def named_slots(case: Case) -> list[int]:
     """Pool slots a request names (read, written, per token), and slot 0, where padding may be redirected."""
     named = [*case.read_slots, *(case.write_slots or ()), *(s for row in case.token_slots or () for s in row)]
-    return sorted({0, *(s for s in named if 0 <= s < case.pool)} if case.pool else ())
+    return sorted(s for s in {0, *named} if 0 <= s < case.pool)
 
 
 def materialize(case: Case, device: str | torch.device, state_dtype=None) -> Tensors:

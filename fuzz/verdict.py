@@ -134,15 +134,15 @@ def _check_pool(case, path, sem: Semantics, pool: Guarded, expected: Expected) -
     written = set(expected.exact.written_slots)
     redirected = sem.pad.read == "slot0" and any(case.padded) or sem.pad.write == "slot0" and case.write_slots and any(
         w < 0 if case.null < 0 else w <= 0 for w in case.write_slots)
-    # every slot at once: pools reach 8 GiB
-    untouched = torch.ones(case.pool, dtype=torch.bool, device=pool.view.device)
-    untouched[sorted(written | ({0} if redirected else set()))] = False  # several padded rows may race on slot 0
+    racing = {0} if redirected else set()  # several padded rows may race on slot 0
+    untouched = torch.ones(case.pool, dtype=torch.bool, device=pool.view.device)  # every slot at once: up to 8 GiB
+    untouched[sorted(written | racing)] = False
     changed = (_bits(pool.view) != _bits(pool.before_view)).flatten(1).any(1) & untouched
     if changed.any():
         slot = int(changed.nonzero()[0])
         raise PoolCorruption(f"{case!r}: pool slot {slot} changed but the contract leaves it untouched "
                              f"(written slots: {sorted(written)})")
-    slots = sorted(written - ({0} if redirected else set()))
+    slots = sorted(written - racing)
     if slots:
         _compare(case, "state", StateMismatch, path, pool.view[slots], expected.exact.pool[slots],
                  expected.model.pool[slots], case.state_dtype)
