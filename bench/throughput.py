@@ -6,7 +6,7 @@ oracle, verdict), for a cold and then a warm compile cache.
     python bench/throughput.py --profile ci --override flashinfer=fuzz.standins.flashinfer_cpu -k flashinfer
 
 Cold: Triton and FlashInfer compile caches point at fresh directories and the process has compiled nothing;
-warm: the same cases again in the same process. Buckets = distinct compile keys (fuzz.harness.dispatch_bucket).
+warm: the same cases again in the same process. Buckets = distinct compile keys (fuzz.run.harness.dispatch_bucket).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def measure(target, op, budget, examples):
     from hypothesis import HealthCheck, Phase, given, settings
 
     from fuzz import harness
-    from fuzz.strategies import cases
+    from fuzz.generate.strategies import cases
 
     buckets, seen = set(), set()
 
@@ -57,12 +57,12 @@ def main() -> None:
     cache = tempfile.mkdtemp(prefix="gdn-bench-")
     os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")  # cold: nothing compiled yet
     os.environ["FLASHINFER_WORKSPACE_BASE"] = os.path.join(cache, "flashinfer")
-    from fuzz.profiles import budget_for
+    from fuzz.generate.profiles import budget_for
 
     budget = budget_for(args.profile)
     if budget.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    from fuzz.targets import TARGETS, set_overrides
+    from fuzz.targets.registry import TARGETS, set_overrides
 
     set_overrides(dict(o.split("=", 1) for o in args.override))
     rows = [("target", "op", "cache", "distinct", "cases/s", "buckets", "hypothesis%", "tensors%", "kernel%",

@@ -38,7 +38,7 @@ class Case:
     input_dtype: str = "bf16"
     index_dtype: str = "i32"
     layout: Literal["vk", "kv"] = "vk"
-    gate: str = "mild"  # gate regime, see fuzz.materialize.GATE_REGIMES
+    gate: str = "mild"  # gate regime, see fuzz.generate.materialize.GATE_REGIMES
     scale: float | None = None
     l2norm: bool = True
     update: bool = True  # False: disable_state_update

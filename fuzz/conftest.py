@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.profiles import budget_for, register_profiles
-from fuzz.session import FuzzSession
-from fuzz.worker import DEFAULT_TIMEOUT
+from fuzz.generate.profiles import budget_for, register_profiles
+from fuzz.run.session import FuzzSession
+from fuzz.run.worker import DEFAULT_TIMEOUT
 
 register_profiles()
 
@@ -47,7 +47,7 @@ def pytest_configure(config):
     budget = budget_for(profile)
     if budget.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before any target imports triton
-    from fuzz.targets import set_overrides  # imported after TRITON_INTERPRET is settled
+    from fuzz.targets.registry import set_overrides  # imported after TRITON_INTERPRET is settled
 
     overrides = {}
     for spec in config.getoption("gdn_target"):
@@ -77,7 +77,7 @@ def pytest_generate_tests(metafunc):
     op = getattr(metafunc.function, "gdn_op", None)
     if op is None or "target" not in metafunc.fixturenames:
         return
-    from fuzz.targets import targets_for
+    from fuzz.targets.registry import targets_for
 
     session = metafunc.config.stash[SESSION]
     params = []
@@ -110,12 +110,12 @@ def pytest_runtest_makereport(item, call):
     if not (report.failed and call.when == "call" and target is not None):
         return report
     if item.config.getoption("gdn_sanitize"):
-        from fuzz.sanitize import sanitizer_sections
+        from fuzz.run.sanitize import sanitizer_sections
 
         device = target.device(item.config.stash[SESSION].budget.device)
         report.sections += sanitizer_sections(target, call.excinfo.value, device)
     if directory and "entry" not in item.fixturenames:
-        from fuzz.corpus import save_failures
+        from fuzz.run.corpus import save_failures
 
         for path in save_failures(Path(directory), target, call.excinfo.value):
             item.config.stash[SESSION].new_corpus.append(str(path))
@@ -126,7 +126,7 @@ def pytest_runtest_teardown(item):
     """--gdn-report is rewritten after every test, so a run killed later (a campaign round cut off while it
     shrinks) still leaves the counts and failures of the tests it finished."""
     if item.config.getoption("gdn_report") and SESSION in item.config.stash:
-        from fuzz.targets import TARGETS
+        from fuzz.targets.registry import TARGETS
 
         item.config.stash[SESSION].write_report(item.config.getoption("gdn_report"), TARGETS, FAILURES)
 
@@ -134,7 +134,7 @@ def pytest_runtest_teardown(item):
 def pytest_terminal_summary(terminalreporter, config):
     if SESSION not in config.stash:
         return
-    from fuzz.targets import TARGETS
+    from fuzz.targets.registry import TARGETS
 
     session = config.stash[SESSION]
     terminalreporter.section("gdn-fuzz targets")

@@ -3,10 +3,10 @@ library fixes the bug it turns into a failure that asks for the entry to be upda
 of the library is listed in the run summary, not replayed."""
 import pytest
 
-from fuzz import corpus
-from fuzz.harness import check
-from fuzz.targets import TARGETS
-from fuzz.verdict import FAILURE_KINDS
+from fuzz.run import corpus
+from fuzz.run.harness import check
+from fuzz.targets.registry import TARGETS
+from fuzz.judge.verdict import FAILURE_KINDS
 
 BY_NAME = {t.name: t for t in TARGETS}
 KIND = {k.__name__: k for k in FAILURE_KINDS}

@@ -1,4 +1,4 @@
 """decode: every available target against the float64 oracle (ids name the target: -k <family> selects one)."""
-from fuzz.session import fuzz_test
+from fuzz.run.session import fuzz_test
 
 test_decode = fuzz_test("decode")

@@ -25,12 +25,12 @@ from pathlib import Path
 def count_tests(family: str, profile: str) -> int:
     """How many fuzz tests of this family a round runs: one per (available target, operation not masked by a known
     bug); each gets one time box. Unavailable targets and corpus replays take next to no time."""
-    from fuzz.profiles import budget_for
+    from fuzz.generate.profiles import budget_for
 
     device = budget_for(profile).device
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # as the CPU profiles have it, before triton is imported
-    from fuzz.targets import TARGETS
+    from fuzz.targets.registry import TARGETS
 
     return max(1, sum(1 for t in TARGETS if t.name.startswith(family) and not t.unavailable_reason(device)
                       for op in t.support.ops if not t.semantics().masked_reason(op)))
@@ -39,7 +39,7 @@ def count_tests(family: str, profile: str) -> int:
 def unfinished_shrinks(live: Path, test: str, shrink_seconds: float) -> list[dict]:
     """A round killed while shrinking still leaves its failing examples in the live log: report the smallest
     logged case of each (target, failure class), marked as not minimal, so the finding is not lost."""
-    from fuzz.session import logged_failures
+    from fuzz.run.session import logged_failures
 
     smallest = {}
     for target, kind, case in logged_failures(live):

@@ -11,9 +11,9 @@ import dataclasses
 import itertools
 
 from fuzz.case import Case
-from fuzz.harness import check
-from fuzz.targets import TARGETS
-from fuzz.verdict import COMPARED
+from fuzz.run.harness import check
+from fuzz.targets.registry import TARGETS
+from fuzz.judge.verdict import COMPARED
 
 
 def variants(base: Case, grid: dict[str, list[int]]):

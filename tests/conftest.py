@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fuzz.targets import FAMILIES, flashinfer, set_overrides
+from fuzz.targets.registry import FAMILIES, flashinfer, set_overrides
 
 
 @pytest.fixture

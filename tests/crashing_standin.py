@@ -10,7 +10,7 @@ the crash-isolation tests. Same API and results, except:
     raises it too, as a CUDA context does;
   * T == 5: returns an output off by 1 (a plain verdict failure, no crash).
 
-Only ever call it inside an isolated worker (`fuzz.worker`): in-process it kills the test run.
+Only ever call it inside an isolated worker (`fuzz.run.worker`): in-process it kills the test run.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 program = sys.argv[7:]
-coordinates = json.load(open(program[5]))  # python -m fuzz.sanitize --child TARGET FILE DEVICE OVERRIDES
+coordinates = json.load(open(program[5]))  # python -m fuzz.run.sanitize --child TARGET FILE DEVICE OVERRIDES
 child = subprocess.Popen(program, stdout=subprocess.PIPE, text=True)
 for line in child.stdout:
     print(line, end="", flush=True)

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from fuzz.profiles import BUDGETS
-from fuzz.session import FuzzSession
-from fuzz.verdict import NonFinite, StateMismatch
+from fuzz.generate.profiles import BUDGETS
+from fuzz.run.session import FuzzSession
+from fuzz.judge.verdict import NonFinite, StateMismatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import gpu_campaign  # noqa: E402

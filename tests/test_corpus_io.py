@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import corpus
+from fuzz.run import corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"

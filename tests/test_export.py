@@ -1,4 +1,4 @@
-"""fuzz.export: an exported script rebuilds materialize()'s tensors bit for bit, calls the kernel as the adapter does,
+"""fuzz.export.script: an exported script rebuilds materialize()'s tensors bit for bit, calls the kernel as the adapter does,
 agrees with the fuzzer's verdict on the FlashInfer CPU stand-in and its mutants, and reproduces corpus/ in a fresh
 interpreter that cannot import gdn-fuzz.
 
@@ -20,18 +20,18 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from fuzz import corpus
+from fuzz.run import corpus
 from fuzz.case import Case
-from fuzz.export import export_script
-from fuzz.export import main as export_main
-from fuzz.harness import check
-from fuzz.materialize import materialize
-from fuzz.profiles import BUDGETS
-from fuzz.semantics import semantics_for
-from fuzz.strategies import cases
+from fuzz.export.script import export_script
+from fuzz.export.script import main as export_main
+from fuzz.run.harness import check
+from fuzz.generate.materialize import materialize
+from fuzz.generate.profiles import BUDGETS
+from fuzz.targets.semantics import semantics_for
+from fuzz.generate.strategies import cases
 from fuzz.targets import flashinfer
-from fuzz.targets import FAMILIES, TARGETS, set_overrides
-from fuzz.verdict import GdnFailure, RejectedValidInput
+from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
+from fuzz.judge.verdict import GdnFailure, RejectedValidInput
 from tests.mutants import MUTANTS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The kernel-upgrade gate (`gdn-fuzz gate`, fuzz.gate) end to end on the CPU: each side is this interpreter or a
+"""The kernel-upgrade gate (`gdn-fuzz gate`, fuzz.cli.gate) end to end on the CPU: each side is this interpreter or a
 directory on PYTHONPATH, with the flashinfer family pointed at the CPU stand-in or at a mutant of it (a build
 that stopped zeroing padded fp32 decode outputs). One target and 20 examples per test keep each gate run short."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 import matplotlib.image
 import pytest
 
-from fuzz import gate
+from fuzz.cli import gate
 
 STANDIN = "flashinfer=fuzz.standins.flashinfer_cpu"
 MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"

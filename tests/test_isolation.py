@@ -1,4 +1,4 @@
-"""Crash isolation (`fuzz.worker`) on the CPU. The flashinfer family points at tests/crashing_standin.py, a
+"""Crash isolation (`fuzz.run.worker`) on the CPU. The flashinfer family points at tests/crashing_standin.py, a
 correct stand-in that segfaults on a padded row under GVA (HV > H), exits on T=2, hangs on T=3, poisons its
 "CUDA context" on T=4 and answers wrong on T=5. The fuzzing process must survive all of it: a crash is a
 KernelCrash that Hypothesis shrinks like any other failure, a hang a KernelHang bounded by the timeout, and
@@ -15,13 +15,14 @@ import pytest
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 import tests.crashing_standin as standin
-from fuzz import verdict, worker
+from fuzz.judge import verdict
+from fuzz.run import worker
 from fuzz.case import Case
-from fuzz.harness import check
-from fuzz.profiles import BUDGETS
-from fuzz.strategies import cases
-from fuzz.targets import FAMILIES, TARGETS, set_overrides
-from fuzz.verdict import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
+from fuzz.run.harness import check
+from fuzz.generate.profiles import BUDGETS
+from fuzz.generate.strategies import cases
+from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
+from fuzz.judge.verdict import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
 
 BY_NAME = {t.name: t for t in TARGETS}
 PRETRANSPOSE, MTP = BY_NAME["flashinfer-pretranspose-fp32"], BY_NAME["flashinfer-mtp-fp32"]

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 from fuzz.case import Case
-from fuzz.harness import check
-from fuzz.profiles import BUDGETS
-from fuzz.strategies import cases
+from fuzz.run.harness import check
+from fuzz.generate.profiles import BUDGETS
+from fuzz.generate.strategies import cases
 from fuzz.targets import flashinfer
-from fuzz.targets import FAMILIES, TARGETS, set_overrides
-from fuzz.verdict import (GdnFailure, IntermediateMismatch, NonFinite, OutputMismatch, PoolCorruption,
+from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
+from fuzz.judge.verdict import (GdnFailure, IntermediateMismatch, NonFinite, OutputMismatch, PoolCorruption,
                           RejectedValidInput, StateMismatch, UnwrittenOutput)
 from tests.mutants import MUTANTS
 

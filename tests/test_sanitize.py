@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from fuzz.case import Case
-from fuzz.sanitize import sanitize
+from fuzz.run.sanitize import sanitize
 
 FAKE = f"{sys.executable} {Path(__file__).with_name('fake_sanitizer.py')}"
 STANDIN = {"flashinfer": "fuzz.standins.flashinfer_cpu"}
@@ -34,7 +34,7 @@ def test_the_verdict_under_the_sanitizer_is_reported_with_the_case(monkeypatch):
 
 
 def _sanitizer_children() -> list[int]:
-    """PIDs of live `fuzz.sanitize --child` processes running the crashing stand-in (Linux /proc)."""
+    """PIDs of live `fuzz.run.sanitize --child` processes running the crashing stand-in (Linux /proc)."""
     pids = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:

@@ -5,10 +5,10 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from fuzz.case import Case
-from fuzz.profiles import BUDGETS
-from fuzz.semantics import MASKS
-from fuzz.strategies import INT32_ELEMENTS, cases
-from fuzz.targets import TARGETS, set_overrides
+from fuzz.generate.profiles import BUDGETS
+from fuzz.targets.semantics import MASKS
+from fuzz.generate.strategies import INT32_ELEMENTS, cases
+from fuzz.targets.registry import TARGETS, set_overrides
 from fuzz.targets.base import Support
 
 BY_NAME = {t.name: t for t in TARGETS}

@@ -4,7 +4,7 @@ alone; a release without a semantics row for a path makes that target unavailabl
 
 import pytest
 
-from fuzz.targets import TARGETS
+from fuzz.targets.registry import TARGETS
 
 BY_NAME = {t.name: t for t in TARGETS}
 DECODE = "def gated_delta_rule_decode_pretranspose(): pass\ndef gated_delta_rule_mtp(): pass\n"

@@ -3,13 +3,13 @@ import pytest
 import torch
 
 import reference
-from fuzz import verdict
+from fuzz.judge import verdict
 from fuzz.case import Case
-from fuzz.harness import check
-from fuzz.materialize import has_pattern, materialize, named_slots
-from fuzz.semantics import Semantics
+from fuzz.run.harness import check
+from fuzz.generate.materialize import has_pattern, materialize, named_slots
+from fuzz.targets.semantics import Semantics
 from fuzz.targets.base import Family, Support, Target
-from fuzz.tolerance import TOLERANCES, Tol
+from fuzz.judge.tolerance import TOLERANCES, Tol
 
 CASE = Case.parse("verify-B2-T3-H1-HV2-K4-V8-pool5-pad1-fp32state-fp32in-i32-vk-gate_mild-seed11-slots[3,-1]"
                   "-inter3x4+1-rows[2,0]")
@@ -91,7 +91,7 @@ def test_tolerance_rule_scales_with_model_error_and_T():
 
 def test_poison_and_guard_patterns_are_nan_and_distinct():
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
-        from fuzz.materialize import fill_pattern
+        from fuzz.generate.materialize import fill_pattern
 
         g, p = fill_pattern(torch.empty(3, dtype=dtype), "guard"), fill_pattern(torch.empty(3, dtype=dtype), "poison")
         assert g.isnan().all() and p.isnan().all()

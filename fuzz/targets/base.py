@@ -15,8 +15,8 @@ from types import ModuleType
 import torch
 
 from fuzz.case import Case
-from fuzz.materialize import Tensors
-from fuzz.semantics import MASKS, Semantics, semantics_for
+from fuzz.generate.materialize import Tensors
+from fuzz.targets.semantics import MASKS, Semantics, semantics_for
 
 
 class Unavailable(Exception):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from fuzz.case import Case
-from fuzz.materialize import Tensors
+from fuzz.generate.materialize import Tensors
 from fuzz.targets.base import Family, Support, import_or_unavailable, installed_version
 from fuzz.targets.triton_common import TritonTarget
 

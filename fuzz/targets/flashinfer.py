@@ -8,7 +8,7 @@ import dataclasses
 import torch
 
 from fuzz.case import Case
-from fuzz.materialize import Tensors
+from fuzz.generate.materialize import Tensors
 from fuzz.targets.base import Family, Support, Target, Unavailable, import_or_unavailable, installed_version
 
 HINT = "pip install 'gdn-fuzz[flashinfer]'"

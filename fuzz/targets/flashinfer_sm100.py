@@ -26,7 +26,7 @@ import os
 import torch
 
 from fuzz.case import Case
-from fuzz.materialize import Tensors
+from fuzz.generate.materialize import Tensors
 from fuzz.targets.base import Support, Unavailable, import_or_unavailable
 from fuzz.targets.flashinfer import HEAD_128, HINT, FlashInferTarget
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import torch
 
 from fuzz.case import Case
-from fuzz.materialize import Tensors
+from fuzz.generate.materialize import Tensors
 from fuzz.targets.base import Family, Support, Unavailable
 from fuzz.targets.triton_common import TritonTarget
 

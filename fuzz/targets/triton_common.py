@@ -5,7 +5,7 @@ import os
 
 import dataclasses
 
-from fuzz.semantics import Semantics
+from fuzz.targets.semantics import Semantics
 from fuzz.targets.base import Target
 
 

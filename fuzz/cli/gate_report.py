@@ -118,7 +118,7 @@ def coverage(sides) -> str | None:
         ax.bar_label(bars, labels=[str(c) if c else "" for c in counts], label_type="center", fontsize=8)
         left += counts
     ax.invert_yaxis()
-    ax.set(xlabel="distinct dispatch buckets (fuzz.harness.dispatch_bucket) hit", title="dispatch-bucket coverage")
+    ax.set(xlabel="distinct dispatch buckets (fuzz.run.harness.dispatch_bucket) hit", title="dispatch-bucket coverage")
     ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25))
     return _png(fig)
 

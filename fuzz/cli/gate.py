@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SIDES = ("baseline", "candidate")
 STATUSES = ("new", "fixed", "unchanged")
 
@@ -128,7 +128,7 @@ def write_junit(path: Path, rows: dict, summary: str) -> None:
 
 
 def summary_lines(sides: list[Side], rows: dict) -> list[str]:
-    from fuzz.gate_report import drift
+    from fuzz.cli.gate_report import drift
 
     lines = [f"gdn-fuzz gate: baseline {sides[0].installation} vs candidate {sides[1].installation}"]
     for side in sides:
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = compare(sides[0].report, sides[1].report)
     lines = summary_lines(sides, rows)
-    from fuzz.gate_report import write_html
+    from fuzz.cli.gate_report import write_html
 
     write_junit(out / "gate.xml", rows, "\n".join(lines))
     write_html(out / "report.html", sides, rows)

@@ -6,9 +6,9 @@ tensor is its own allocation) and only once per process (the first error kills t
 cases run in one child process under the sanitizer, each announced by a marker line; after an error the
 child is restarted at the next case.
 
-    python -m fuzz.sanitize flashinfer-bf16 'decode-B2-...' 'verify-B3-...'          # coordinates
-    python -m fuzz.sanitize flashinfer-bf16 --sample 20 --op decode --profile h200    # drawn cases
-    python -m fuzz.sanitize --child TARGET FILE DEVICE OVERRIDES                      # (internal)
+    python -m fuzz.run.sanitize flashinfer-bf16 'decode-B2-...' 'verify-B3-...'          # coordinates
+    python -m fuzz.run.sanitize flashinfer-bf16 --sample 20 --op decode --profile h200    # drawn cases
+    python -m fuzz.run.sanitize --child TARGET FILE DEVICE OVERRIDES                      # (internal)
 
 `pytest --gdn-sanitize` runs this on each shrunk KernelCrash / GuardBreach and attaches the report.
 """
@@ -62,7 +62,7 @@ def sanitize(target: str, cases: list[Case], device: str = "cuda", overrides: di
         todo = cases[len(results):]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump([repr(c) for c in todo], f)
-        cmd = [*sanitizer_command(), sys.executable, "-m", "fuzz.sanitize", "--child", target, f.name, device,
+        cmd = [*sanitizer_command(), sys.executable, "-m", "fuzz.run.sanitize", "--child", target, f.name, device,
                json.dumps(overrides or {})]
         text, timed_out = _run_group(cmd, env, deadline - time.monotonic())
         os.unlink(f.name)
@@ -93,8 +93,8 @@ SANITIZED = ("KernelCrash", "GuardBreach")  # failure kinds whose cause is a mem
 
 def sanitizer_sections(target, error: BaseException, device: str) -> list[tuple[str, str]]:
     """(title, report) for each KernelCrash / GuardBreach in a shrunk failure, re-run under memcheck."""
-    from fuzz.corpus import failed_cases
-    from fuzz.worker import current_overrides
+    from fuzz.run.corpus import failed_cases
+    from fuzz.run.worker import current_overrides
 
     sections = []
     for case, kind, _ in failed_cases(error):
@@ -130,8 +130,8 @@ def _attribute(text: str, cases: list[Case]) -> list[SanitizerResult]:
 
 
 def _child(target_name: str, path: str, device: str, overrides: str) -> None:
-    from fuzz.harness import check
-    from fuzz.targets import TARGETS, set_overrides
+    from fuzz.run.harness import check
+    from fuzz.targets.registry import TARGETS, set_overrides
 
     set_overrides(json.loads(overrides))
     target = next(t for t in TARGETS if t.name == target_name)
@@ -151,8 +151,8 @@ def _sample(target, op: str, profile: str, n: int) -> list[Case]:
     from hypothesis import Phase, given, settings
     from hypothesis import strategies as st
 
-    from fuzz.profiles import budget_for
-    from fuzz.strategies import cases
+    from fuzz.generate.profiles import budget_for
+    from fuzz.generate.strategies import cases
 
     drawn: list[Case] = []
 
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="write the results as JSON")
     p.add_argument("--seconds", type=float, default=900.0, help="time budget: cases not finished by then are not run")
     args = p.parse_args(argv)
-    from fuzz.targets import TARGETS, set_overrides
+    from fuzz.targets.registry import TARGETS, set_overrides
 
     overrides = dict(spec.split("=", 1) for spec in args.gdn_target)
     set_overrides(overrides)

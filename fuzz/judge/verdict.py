@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import torch
 
 from fuzz.case import Case
-from fuzz.materialize import Guarded, has_pattern
-from fuzz.semantics import DTYPE_NAMES, Semantics
-from fuzz.tolerance import tolerance
+from fuzz.generate.materialize import Guarded, has_pattern
+from fuzz.targets.semantics import DTYPE_NAMES, Semantics
+from fuzz.judge.tolerance import tolerance
 from reference import PoolResult
 
 
@@ -66,8 +66,8 @@ FAILURE_KINDS = (OutputMismatch, StateMismatch, IntermediateMismatch, PoolCorrup
                  UnwrittenOutput, NonFinite, RejectedValidInput, AcceptedInvalidInput, KernelCrash, KernelHang)
 
 
-# The numerics of the current check (fuzz.harness clears it per case): one {kind, path, worst, bound, ratio}
-# per comparison made, read by fuzz.session for --gdn-report; ratio = worst / bound, a failure above 1.
+# The numerics of the current check (fuzz.run.harness clears it per case): one {kind, path, worst, bound, ratio}
+# per comparison made, read by fuzz.run.session for --gdn-report; ratio = worst / bound, a failure above 1.
 COMPARED: list[dict] = []
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from fuzz.case import Case
-from fuzz.materialize import GATE_REGIMES
-from fuzz.profiles import Budget
+from fuzz.generate.materialize import GATE_REGIMES
+from fuzz.generate.profiles import Budget
 from fuzz.targets.base import Target
 
 GATES = tuple(GATE_REGIMES) + ("mixed",)

@@ -13,13 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
-from fuzz import verdict
+from fuzz.judge import verdict
 from fuzz.case import Case
-from fuzz.harness import check, dispatch_bucket
-from fuzz.profiles import Budget
-from fuzz.strategies import cases
+from fuzz.run.harness import check, dispatch_bucket
+from fuzz.generate.profiles import Budget
+from fuzz.generate.strategies import cases
 from fuzz.targets.base import Target, Unavailable
-from fuzz.worker import DEFAULT_TIMEOUT, check_isolated
+from fuzz.run.worker import DEFAULT_TIMEOUT, check_isolated
 
 
 @dataclass
@@ -32,7 +32,7 @@ class FuzzSession:
     records: list = field(default_factory=list)  # one dict per fuzz example (see record()), for --gdn-report
     new_corpus: list = field(default_factory=list)  # corpus files written by --gdn-corpus-out
     corpus_elsewhere: list = field(default_factory=list)  # corpus entries for releases other than the installed one
-    isolate: bool = False  # --gdn-isolate: checks run in a restartable worker process (fuzz.worker)
+    isolate: bool = False  # --gdn-isolate: checks run in a restartable worker process (fuzz.run.worker)
     timeout: float = DEFAULT_TIMEOUT  # --gdn-timeout: seconds per isolated call before KernelHang
     test_seconds: float | None = None  # --gdn-test-seconds: time box per fuzz test
     started: dict = field(default_factory=dict)  # test node id -> time of its first example
@@ -71,7 +71,7 @@ class FuzzSession:
                 lines += [f"  {t.name:34s} UNAVAILABLE for {op}: {sem.masked_reason(op)}"
                           for op in sorted(t.support.ops) if sem.masked_reason(op)]
         if self.isolate:
-            from fuzz.worker import stats
+            from fuzz.run.worker import stats
 
             s = stats()
             cost = f", {sum(s.start_seconds) / len(s.start_seconds):.2f} s per start" if s.start_seconds else ""

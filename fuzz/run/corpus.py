@@ -16,10 +16,10 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from fuzz.case import Case
-from fuzz.verdict import FAILURE_KINDS
+from fuzz.judge.verdict import FAILURE_KINDS
 
 SCHEMA = 1
-CORPUS_DIR = Path(os.environ.get("GDN_FUZZ_CORPUS") or Path(__file__).resolve().parent.parent / "corpus")
+CORPUS_DIR = Path(os.environ.get("GDN_FUZZ_CORPUS") or Path(__file__).resolve().parents[2] / "corpus")
 EXPECTATIONS = {"pass"} | {k.__name__ for k in FAILURE_KINDS}
 
 

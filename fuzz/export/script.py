@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from string import Template
 
-from fuzz import corpus
+from fuzz.run import corpus
 from fuzz.case import Case
-from fuzz.materialize import GATE_REGIMES
-from fuzz.semantics import TABLE
-from fuzz.targets import TARGETS
+from fuzz.generate.materialize import GATE_REGIMES
+from fuzz.targets.semantics import TABLE
+from fuzz.targets.registry import TARGETS
 
 _TEMPLATE = '''\
 """Reproduction of a gdn-fuzz case on $target ($path):

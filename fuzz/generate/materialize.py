@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from fuzz.case import Case
-from fuzz.semantics import TORCH_DTYPES
+from fuzz.targets.semantics import TORCH_DTYPES
 
 GUARD_SLOTS = 2  # pool slots on each side: index -1 and -2 land here
 _BITS = {torch.float32: (torch.int32, 0x7FC0DEAD, 0x7FBAD0BA), torch.bfloat16: (torch.int16, 0x7FDE, 0x7FBA),

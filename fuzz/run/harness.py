@@ -11,11 +11,11 @@ from hypothesis.errors import InvalidArgument
 
 import reference
 from fuzz.case import Case
-from fuzz.materialize import Tensors, materialize
-from fuzz.semantics import Semantics
+from fuzz.generate.materialize import Tensors, materialize
+from fuzz.targets.semantics import Semantics
 from fuzz.targets.base import Target
-from fuzz import verdict
-from fuzz.verdict import AcceptedInvalidInput, Expected, GdnFailure, RejectedValidInput, judge
+from fuzz.judge import verdict
+from fuzz.judge.verdict import AcceptedInvalidInput, Expected, GdnFailure, RejectedValidInput, judge
 from reference import LogGates, Precision, RawGates
 
 

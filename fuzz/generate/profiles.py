@@ -52,7 +52,7 @@ def register_profiles() -> None:
         common["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
     settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **common)
     settings.register_profile("dev", max_examples=300, database=DirectoryBasedExampleDatabase(_DB_DIR), **common)
-    gate_examples = int(os.environ.get("GDN_FUZZ_GATE_EXAMPLES", "200"))  # fuzz.gate --examples sets it
+    gate_examples = int(os.environ.get("GDN_FUZZ_GATE_EXAMPLES", "200"))  # fuzz.cli.gate --examples sets it
     settings.register_profile("gate", max_examples=gate_examples, derandomize=True, database=None, **common)
     gpu_examples = int(os.environ.get("GDN_FUZZ_GPU_EXAMPLES", "5000"))  # per test; the campaign runner sets it
     for gpu in ("h200", "b200"):

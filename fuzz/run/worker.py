@@ -2,7 +2,7 @@
 
 An illegal memory access poisons a CUDA context for good: every later call in that process fails, so one
 crashing case would turn the rest of a run into noise. With isolation on (`--gdn-isolate`, recommended for
-the GPU profiles), each check (`fuzz.harness.check`: materialization, oracle, kernel call and verdict) runs
+the GPU profiles), each check (`fuzz.run.harness.check`: materialization, oracle, kernel call and verdict) runs
 in a child process started with the "spawn" method (a fresh interpreter with its own CUDA context; never
 fork, the parent may have CUDA initialised). Only the Case goes in; a small answer comes back, and the
 parent raises what an in-process check would have raised:
@@ -41,9 +41,9 @@ import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from fuzz import verdict
+from fuzz.judge import verdict
 from fuzz.case import Case
-from fuzz.verdict import GdnFailure, KernelCrash, KernelHang
+from fuzz.judge.verdict import GdnFailure, KernelCrash, KernelHang
 
 DEFAULT_TIMEOUT = 120.0  # seconds per call; the first call on a fresh worker may compile
 STARTUP_TIMEOUT = 300.0  # interpreter + torch + the fuzz package (no kernel compiles happen at start-up)
@@ -85,7 +85,7 @@ class WorkerStats:
 
 
 class Worker:
-    """One spawned child running `fuzz.harness.check` for one (family overrides, device)."""
+    """One spawned child running `fuzz.run.harness.check` for one (family overrides, device)."""
 
     def __init__(self, overrides: dict[str, str], device: str, timeout: float = DEFAULT_TIMEOUT):
         self.overrides, self.device, self.timeout = dict(overrides), device, timeout
@@ -105,7 +105,7 @@ class Worker:
 
     # ---- the call -----------------------------------------------------------------------------
     def check(self, target, case: Case) -> None:
-        """`fuzz.harness.check(target, case, device)` in the child; raises what it raised, or
+        """`fuzz.run.harness.check(target, case, device)` in the child; raises what it raised, or
         KernelCrash / KernelHang."""
         name = _registered(target)
         verdict.COMPARED.clear()  # filled from the child's reply: a crash or hang leaves none
@@ -243,16 +243,16 @@ class Worker:
 
 
 def _registered(target) -> str:
-    from fuzz.targets import TARGETS
+    from fuzz.targets.registry import TARGETS
 
     name = getattr(target, "name", target)
     if name not in {t.name for t in TARGETS}:
-        raise ValueError(f"isolated checks run registry targets only (fuzz.targets.TARGETS); got {name!r}")
+        raise ValueError(f"isolated checks run registry targets only (fuzz.targets.registry.TARGETS); got {name!r}")
     return name
 
 
 def _replay(events) -> None:
-    from fuzz.harness import event
+    from fuzz.run.harness import event
 
     for text in events:
         event(text)
@@ -275,8 +275,8 @@ def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], lo
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     os.environ.update(env)
-    import fuzz.harness as harness
-    from fuzz.targets import TARGETS, set_overrides
+    import fuzz.run.harness as harness
+    from fuzz.targets.registry import TARGETS, set_overrides
 
     set_overrides(overrides)
     events: list[str] = []
@@ -324,7 +324,7 @@ _WORKERS: dict[tuple, Worker] = {}
 
 
 def current_overrides() -> dict[str, str]:
-    from fuzz.targets import FAMILIES
+    from fuzz.targets.registry import FAMILIES
 
     return {name: f.override for name, f in sorted(FAMILIES.items()) if f.override}
 
@@ -342,7 +342,7 @@ def worker_for(device: str, timeout: float | None = None) -> Worker:
 
 
 def check_isolated(target, case: Case, device: str, timeout: float | None = None) -> None:
-    """`fuzz.harness.check` through the cached worker."""
+    """`fuzz.run.harness.check` through the cached worker."""
     worker_for(device, timeout).check(target, case)
 
 

@@ -1,0 +1,4 @@
+from fuzz.export.script import main
+import sys
+
+sys.exit(main())

@@ -1,0 +1,22 @@
+"""The target registry: every adapter, grouped by library family."""
+from __future__ import annotations
+
+from fuzz.targets import fla, flashinfer, flashinfer_sm100, sglang
+from fuzz.targets.base import Family, Target
+
+TARGETS: tuple[Target, ...] = fla.TARGETS + sglang.TARGETS + flashinfer.TARGETS + flashinfer_sm100.TARGETS
+FAMILIES: dict[str, Family] = {t.family.name: t.family for t in TARGETS}
+
+
+def targets_for(op: str) -> list[Target]:
+    return [t for t in TARGETS if op in t.support.ops]
+
+
+def set_overrides(overrides: dict[str, str]) -> None:
+    """Point families at override modules ('flashinfer' -> 'my.module'); others back to the real library."""
+    unknown = set(overrides) - set(FAMILIES)
+    if unknown:
+        raise ValueError(f"--gdn-target: unknown famil{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}; "
+                         f"expected one of {sorted(FAMILIES)}")
+    for name, family in FAMILIES.items():
+        family.reset(overrides.get(name))
