@@ -1,7 +1,8 @@
 """The Case: one frozen value that fully describes a differential case.
 
-Everything a target call needs is either a field here or built from `seed` (tensors come from a
-torch.Generator, never element by element through Hypothesis). `repr(case)` is a one-line
+Everything a target call needs is either a field here or built from `seed` (fuzz.generate.values: tensors made on
+the device from the seed, the same bits on every device; never element by element through Hypothesis).
+`repr(case)` is a one-line
 coordinate that `Case.parse` turns back into the same Case, so a failure message is a reproduction.
 """
 from __future__ import annotations
@@ -11,8 +12,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+import torch
+
 Op = Literal["decode", "verify", "prefill"]
 DTYPES = ("fp32", "bf16", "fp16")
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 
 
 @dataclass(frozen=True)

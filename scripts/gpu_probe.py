@@ -13,7 +13,7 @@ import itertools
 from fuzz.case import Case
 from fuzz.run.harness import check
 from fuzz.targets.registry import TARGETS
-from fuzz.judge.verdict import COMPARED
+from fuzz.judge.failures import COMPARED
 
 
 def variants(base: Case, grid: dict[str, list[int]]):

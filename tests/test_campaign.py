@@ -1,5 +1,6 @@
-"""scripts/gpu_campaign.py: a round killed while shrinking still reports, per (target, failure class), the smallest
-failing case its live log holds, marked as not minimal."""
+"""`gdn-fuzz campaign` (fuzz.run.campaign): a run cut off while shrinking still reports, per (target, failure kind),
+the smallest case its live log holds, marked not minimal; an argument TypeError is flagged as our adapter error; a
+run killed after its first test leaves that test's report; a real campaign run on the CPU writes its table."""
 import json
 import os
 import subprocess
@@ -7,45 +8,64 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
-from fuzz.run.session import FuzzSession
-from fuzz.judge.verdict import NonFinite, StateMismatch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-import gpu_campaign  # noqa: E402
+from fuzz.judge.failures import NonFinite, StateMismatch
+from fuzz.run import campaign
+from fuzz.run.result import Failure
+from fuzz.run.session import FuzzSession, Options, logged_failures
 
 BIG = "verify-B3-T2-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2,-1]"
 SMALL = "verify-B1-T2-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"
 OTHER = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed5-slots[1,2]"
+REPO = Path(__file__).resolve().parent.parent
 
 
-def test_smallest_logged_case_per_target_and_class(tmp_path, monkeypatch):
-    """The live log as the fuzz session writes it (FuzzSession.log_failure), read back by the campaign."""
-    live = tmp_path / "live.log"
-    monkeypatch.setenv("GDN_FUZZ_LIVE_LOG", str(live))
-    session, target = FuzzSession("ci", BUDGETS["ci"], frozenset()), SimpleNamespace(name="t-a")
-    for error in (StateMismatch(f"{BIG}: state[0]: error 5 > bound 0.1"),
-                  StateMismatch(f"{SMALL}: state[0]: error 5 > bound 0.1"), NonFinite(f"{OTHER}: output[0] = nan")):
-        session.log_failure(target, error)
-    found = gpu_campaign.unfinished_shrinks(live, "fam round 0", 60)
-    assert [(f["target"], f["kind"], f["case"]) for f in found] == [("t-a", "NonFinite", OTHER),
-                                                                     ("t-a", "StateMismatch", SMALL)]
-    assert all("not minimal" in f["message"] and "--shrink-seconds 60" in f["message"] for f in found)
+def failure(kind, coordinate, detail="state[0]: error 5 > bound 0.1"):
+    return Failure.from_exception(kind(Case.parse(coordinate), detail), "t-a:verify")
 
 
-def test_a_killed_round_without_logged_failures_says_so(tmp_path):
-    [found] = gpu_campaign.unfinished_shrinks(tmp_path / "absent.log", "fam round 0", 60)
-    assert "no failing example was logged" in found["message"]
+def test_smallest_logged_case_per_target_and_kind(tmp_path):
+    """The live log as the session writes it (--gdn-live-log), read back by the campaign."""
+    live = tmp_path / "live.jsonl"
+    session, target = FuzzSession("ci", BUDGETS["ci"], Options(live_log=live)), SimpleNamespace(name="t-a")
+    for f in (failure(StateMismatch, BIG), failure(StateMismatch, SMALL), failure(NonFinite, OTHER, "output[0] = nan")):
+        session._log(target, f)
+    assert [(t, k, repr(c)) for t, k, c in logged_failures(live)] == [
+        ("t-a", "StateMismatch", BIG), ("t-a", "StateMismatch", SMALL), ("t-a", "NonFinite", OTHER)]
+    found = campaign.unfinished(live, reported={("t-a", "NonFinite")})
+    assert [(f["target"], f["kind"], f["case"], f["minimal"]) for f in found] == [
+        ("t-a", "StateMismatch", SMALL, False)]
+
+
+def test_an_argument_type_error_is_flagged_as_ours():
+    row = {"installation": "x", "family": "flashinfer-", "seconds": 1, "killed": False, "exit": 1, "errors": [],
+           "environment": {}, "targets": {}, "failures": [
+               {"kind": "RejectedValidInput", "target": "flashinfer-bf16", "case": SMALL, "first_hit_seconds": 0.5,
+                "hits": 3, "minimal": True, "test": "t", "detail": "TypeError: f() got an unexpected keyword argument "
+                                                                     "'backend'"}]}
+    text = campaign.markdown([row], SimpleNamespace(profile="ci", test_seconds=5, masks="none", workers=1))
+    assert "ADAPTER ERROR (ours)" in text and SMALL in text
 
 
 def test_a_run_killed_after_its_first_test_leaves_that_tests_report(tmp_path):
-    repo = Path(__file__).resolve().parent.parent
     report = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "pytest", "fuzz/test_decode.py", "-k", "sglang-packed or fla-recurrent",
            "--hypothesis-profile=ci", "--gdn-test-seconds=3", f"--gdn-report={report}",
            "-p", "tests.exit_after_first_test", "-q"]
-    proc = subprocess.run(cmd, cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)), capture_output=True, text=True,
+    proc = subprocess.run(cmd, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     examples = {name: t["examples"] for name, t in json.loads(report.read_text())["targets"].items() if t["examples"]}
     assert len(examples) == 1 and sum(next(iter(examples.values())).values()) > 0, examples
+
+
+def test_a_campaign_on_a_mutant_tables_its_distinct_failures(tmp_path):
+    out = tmp_path / "campaign"
+    code = campaign.main(["flashinfer-pretranspose", "--profile", "ci", "--test-seconds", "8", "--out", str(out),
+                          "--pytest", "--gdn-target", "flashinfer=tests.mutants:padded_output_not_zeroed"])
+    assert code == 0
+    [result] = json.loads((out / "summary.json").read_text())
+    kinds = {f["kind"] for f in result["failures"]}
+    assert kinds == {"UnwrittenOutput"}, result["failures"]
+    assert "| 1 | UnwrittenOutput | flashinfer-pretranspose-fp32 decode |" in (out / "summary.md").read_text()

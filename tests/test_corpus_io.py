@@ -1,7 +1,6 @@
 """Corpus round trip: a failing fuzz run writes an entry, the entry loads and replays, an expected failure that stops
 failing flips the strict xfail, and a malformed file is one clear error naming the file and the field."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,10 +15,9 @@ STANDIN = "flashinfer=fuzz.standins.flashinfer_cpu"
 
 
 def pytest_run(*args, corpus_dir=None):
-    env = dict(os.environ, GDN_FUZZ_CORPUS=str(corpus_dir or ROOT / "corpus"))
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", "-p", "no:cacheprovider",
-                           "--hypothesis-profile=ci", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+                           "--hypothesis-profile=ci", f"--gdn-corpus={corpus_dir or ROOT / 'corpus'}", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +31,19 @@ def written(tmp_path_factory):
     return out
 
 
-def test_failing_run_writes_a_minimal_entry(written):
-    (path,) = written.glob("*.json")
-    entry = corpus.load(path)
-    assert entry.target == "flashinfer-pretranspose-fp32" and entry.expect == "UnwrittenOutput"
-    assert entry.case.B == 1 and entry.case.padded == (True,)
+def test_failing_run_writes_a_minimal_entry_per_distinct_failure(written):
+    """One entry per failure key (kind x dispatch bucket x cause): the planted bug shows in every bucket drawn."""
+    entries = [corpus.load(path) for path in sorted(written.glob("*.json"))]
+    assert entries
+    for entry in entries:
+        assert entry.target == "flashinfer-pretranspose-fp32" and entry.expect == "UnwrittenOutput"
+        assert entry.case.B == 1 and entry.case.padded == (True,)
 
 
 def test_entry_replays_as_xfail_and_flips_when_fixed(written):
     on_mutant = pytest_run("fuzz/test_corpus.py", "--gdn-target", MUTANT, "-rxX", corpus_dir=written)
-    assert on_mutant.returncode == 0 and "1 xfailed" in on_mutant.stdout, on_mutant.stdout
+    n = len(list(written.glob("*.json")))
+    assert on_mutant.returncode == 0 and f"{n} xfailed" in on_mutant.stdout, on_mutant.stdout
     fixed = pytest_run("fuzz/test_corpus.py", "--gdn-target", STANDIN, "-rxX", corpus_dir=written)
     assert fixed.returncode == 1 and "XPASS(strict)" in fixed.stdout, fixed.stdout
 

@@ -24,14 +24,14 @@ from fuzz.run import corpus
 from fuzz.case import Case
 from fuzz.export.script import export_script
 from fuzz.export.script import main as export_main
-from fuzz.run.harness import check
+from fuzz.run.harness import verify as check
 from fuzz.generate.materialize import materialize
 from fuzz.generate.profiles import BUDGETS
 from fuzz.targets.semantics import semantics_for
 from fuzz.generate.strategies import cases
 from fuzz.targets import flashinfer
 from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
-from fuzz.judge.verdict import GdnFailure, RejectedValidInput
+from fuzz.judge.failures import GdnFailure, RejectedValidInput
 from tests.mutants import MUTANTS
 
 REPO = Path(__file__).resolve().parent.parent

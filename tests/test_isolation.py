@@ -15,14 +15,13 @@ import pytest
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 import tests.crashing_standin as standin
-from fuzz.judge import verdict
 from fuzz.run import worker
 from fuzz.case import Case
-from fuzz.run.harness import check
+from fuzz.run.harness import verify as check
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
 from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
-from fuzz.judge.verdict import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
+from fuzz.judge.failures import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
 
 BY_NAME = {t.name: t for t in TARGETS}
 PRETRANSPOSE, MTP = BY_NAME["flashinfer-pretranspose-fp32"], BY_NAME["flashinfer-mtp-fp32"]
@@ -35,8 +34,14 @@ def verify(T: int) -> Case:
     return Case.parse(f"verify-B1-T{T}-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]-nol2")
 
 
-def isolated_check(target, case, timeout=TIMEOUT) -> None:
-    worker.check_isolated(target, case, "cpu", timeout)  # what fuzz_test calls under --gdn-isolate
+def isolated_check(target, case, timeout=TIMEOUT):
+    result = worker.check_isolated(target, case, "cpu", timeout)  # what the session calls under --gdn-isolate
+    result.raise_failure()
+    return result
+
+
+def notes(error) -> str:
+    return "\n".join(getattr(error, "__notes__", ()))
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +61,11 @@ def test_failure_classes_registered():
 
 def test_isolated_check_brings_back_its_error_ratios(isolated):
     """The verdict runs in the child; its error-to-bound ratios come back for --gdn-report and the gate's drift."""
-    isolated_check(MTP, verify(6))
-    assert {c["kind"] for c in verdict.COMPARED} == {"output", "state"}
-    assert all(0 <= c["ratio"] < 1 for c in verdict.COMPARED)
-    with pytest.raises(OutputMismatch):
-        isolated_check(MTP, verify(5))  # answers wrong: the failing comparison comes back too
-    assert max(c["ratio"] for c in verdict.COMPARED) > 1
+    passed = isolated_check(MTP, verify(6))
+    assert {c.kind for c in passed.comparisons} == {"output", "state"}
+    assert all(0 <= c.ratio < 1 for c in passed.comparisons)
+    failed = worker.check_isolated(MTP, verify(5), "cpu", TIMEOUT)  # answers wrong: the failing comparison too
+    assert failed.failure.kind == "OutputMismatch" and max(c.ratio for c in failed.comparisons) > 1
 
 
 @dataclass
@@ -100,7 +104,7 @@ def test_crash_is_a_failure_hypothesis_shrinks(isolated):
         f"shrunk case not minimal (B=1, one padded row, H=1, HV=2): {shrunk!r}"
     message = str(info.value)
     assert message.startswith(f"{shrunk!r}: ") and "signal SIGSEGV" in message, message
-    assert "crashing_standin.py" in message, f"the child's faulthandler stack is quoted: {message}"
+    assert "crashing_standin.py" in notes(info.value), f"the child's faulthandler stack is quoted: {message}"
     assert len(run.crashed) >= 2 and restarts >= len(run.crashed) - 1, "a restarted worker after each crash"
     # The shrinker's proof that HV=2 is minimal is a passing HV=1 candidate, run after the first crash.
     assert run.completed_after_crash > 0, "examples after the first crash still ran"
@@ -123,7 +127,7 @@ def test_hang_is_bounded_by_the_timeout(isolated):
         isolated_check(MTP, verify(3), timeout=HANG_TIMEOUT)
     elapsed = time.monotonic() - began
     assert HANG_TIMEOUT <= elapsed < HANG_TIMEOUT + 3, f"KernelHang after {elapsed:.1f} s"
-    assert "crashing_standin.py" in str(info.value), "the hung child's stack is quoted"
+    assert "crashing_standin.py" in notes(info.value), "the hung child's stack is quoted"
     isolated_check(MTP, verify(1))
 
 

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 from fuzz.case import Case
-from fuzz.run.harness import check
+from fuzz.run.harness import verify as check
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
 from fuzz.targets import flashinfer
 from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
-from fuzz.judge.verdict import (GdnFailure, IntermediateMismatch, NonFinite, OutputMismatch, PoolCorruption,
+from fuzz.judge.failures import (GdnFailure, IntermediateMismatch, NonFinite, OutputMismatch, PoolCorruption,
                           RejectedValidInput, StateMismatch, UnwrittenOutput)
 from tests.mutants import MUTANTS
 

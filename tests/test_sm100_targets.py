@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fuzz.case import Case
-from fuzz.run.harness import check
+from fuzz.run.harness import verify as check
 from fuzz.generate.profiles import BUDGETS
 from fuzz.standins.flashinfer_sm100_cpu import CakeGDNUnsupportedError, FlashInferSM100CPU
 from fuzz.generate.strategies import cases
 from fuzz.targets.registry import FAMILIES, flashinfer_sm100, set_overrides
-from fuzz.judge.verdict import GdnFailure, IntermediateMismatch, NonFinite, PoolCorruption, StateMismatch, UnwrittenOutput
+from fuzz.judge.failures import GdnFailure, IntermediateMismatch, NonFinite, PoolCorruption, StateMismatch, UnwrittenOutput
 
 BY_NAME = {t.name: t for t in flashinfer_sm100.TARGETS}
 STANDIN = "fuzz.standins.flashinfer_sm100_cpu"

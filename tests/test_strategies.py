@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
-from fuzz.targets.semantics import MASKS
+from fuzz.targets.known_bugs import BY_ID
 from fuzz.generate.strategies import INT32_ELEMENTS, cases
 from fuzz.targets.registry import TARGETS, set_overrides
 from fuzz.targets.base import Support
@@ -89,10 +89,11 @@ def test_cpu_budget_never_draws_large_pools():
 @given(data=st.data())
 def test_drawn_cases_round_trip_and_respect_support(target, data):
     op = data.draw(st.sampled_from(sorted(target.support.ops)))
-    case = data.draw(cases(target, op, BUDGETS["ci"]))
+    bugs = target.known_bugs()
+    case = data.draw(cases(target, op, BUDGETS["ci"], bugs))
     assert Case.parse(repr(case)) == case
     assert Case.from_json(case.to_json()) == case
-    sup = target.declared()
+    sup = target.declared(bugs)
     assert case.state_dtype in sup.state_dtypes and case.layout in sup.layouts
     written = [s for s in (case.write_slots or case.read_slots) if s >= 0 and not (case.null == 0 and s == 0)]
     assert len(written) == len(set(written)), "duplicate written slots race by contract"
@@ -120,15 +121,17 @@ def test_a_known_bug_narrows_what_is_drawn():
     # SGLang 0.5.23 loses writes to strided pools and accepts HV % H != 0 (corpus/): those draws are masked
     target = BY_NAME["sglang-recurrent"]
     assert target.support.strided_pool and target.support.invalid_gva
-    assert target.semantics().known_bugs == {"unchecked-gva", "strided-write-lost"}
-    assert not target.declared().strided_pool and not target.declared().invalid_gva
+    bugs = target.known_bugs()
+    assert {b.id for b in bugs} == {"sglang-unchecked-gva", "sglang-strided-write-lost"}
+    assert not target.declared(bugs).strided_pool and not target.declared(bugs).invalid_gva
+    assert target.known_bugs("none") == () and target.declared(target.known_bugs("none")).strided_pool
 
 
 def test_the_wide_vec_mask_draws_buffers_only_without_state_updates(monkeypatch):
     """FlashInfer 0.7.4's bf16 MTP skips the final write-back with a buffer at B*HV >= 128 (`wide-vec-no-writeback`):
     its mask keeps buffers to disable_state_update cases, and those are still drawn."""
     target = BY_NAME["sglang-sigmoid"]
-    monkeypatch.setattr(target, "support", target.support.narrowed(**MASKS["wide-vec-no-writeback"]))
+    monkeypatch.setattr(target, "support", target.support.narrowed(**BY_ID["wide-vec-no-writeback"].mask))
     buffered = find(cases(target, "verify", BUDGETS["ci"]), lambda c: c.inter_rows > 0, settings=FIND)
     assert not buffered.update
     with pytest.raises(Exception, match="No examples"):

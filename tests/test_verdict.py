@@ -3,9 +3,9 @@ import pytest
 import torch
 
 import reference
-from fuzz.judge import verdict
+from fuzz.judge import failures, verdict
 from fuzz.case import Case
-from fuzz.run.harness import check
+from fuzz.run.harness import verify as check
 from fuzz.generate.materialize import has_pattern, materialize, named_slots
 from fuzz.targets.semantics import Semantics
 from fuzz.targets.base import Family, Support, Target
@@ -47,15 +47,15 @@ def test_oracle_target_passes():
 
 
 FAULTS = {
-    "write before the pool": (lambda t: t.pool.full[1].fill_(0.0), verdict.GuardBreach),
-    "write after the intermediate buffer": (lambda t: t.inter.full[-1, 0].fill_(1.0), verdict.GuardBreach),
-    "touch an unwritten slot": (lambda t: t.pool.view[4].add_(1e-3), verdict.PoolCorruption),
-    "touch an unwritten intermediate row": (lambda t: t.inter.view[1].fill_(0.0), verdict.PoolCorruption),
-    "skip one output row": (lambda t: t.output.view[0, 1].copy_(t.output.before_view[0, 1]), verdict.UnwrittenOutput),
-    "NaN in the output": (lambda t: t.output.view[0, 2, 1, 3].fill_(float("nan")), verdict.NonFinite),
-    "output off by 1e-3": (lambda t: t.output.view[0, 0, 0, 0].add_(1e-3), verdict.OutputMismatch),
-    "state off by 1e-3": (lambda t: t.pool.view[3, 1, 2, 2].add_(1e-3), verdict.StateMismatch),
-    "intermediate step off": (lambda t: t.inter.view[2, 1, 0, 0, 0].add_(1e-3), verdict.IntermediateMismatch),
+    "write before the pool": (lambda t: t.pool.full[1].fill_(0.0), failures.GuardBreach),
+    "write after the intermediate buffer": (lambda t: t.inter.full[-1, 0].fill_(1.0), failures.GuardBreach),
+    "touch an unwritten slot": (lambda t: t.pool.view[4].add_(1e-3), failures.PoolCorruption),
+    "touch an unwritten intermediate row": (lambda t: t.inter.view[1].fill_(0.0), failures.PoolCorruption),
+    "skip one output row": (lambda t: t.output.view[0, 1].copy_(t.output.before_view[0, 1]), failures.UnwrittenOutput),
+    "NaN in the output": (lambda t: t.output.view[0, 2, 1, 3].fill_(float("nan")), failures.NonFinite),
+    "output off by 1e-3": (lambda t: t.output.view[0, 0, 0, 0].add_(1e-3), failures.OutputMismatch),
+    "state off by 1e-3": (lambda t: t.pool.view[3, 1, 2, 2].add_(1e-3), failures.StateMismatch),
+    "intermediate step off": (lambda t: t.inter.view[2, 1, 0, 0, 0].add_(1e-3), failures.IntermediateMismatch),
 }
 
 
@@ -77,7 +77,7 @@ def test_invalid_head_ratio_must_be_rejected():
         def call(self, case, t):
             return t.output.view
 
-    with pytest.raises(verdict.AcceptedInvalidInput, match="HV=3 is not a multiple of H=2"):
+    with pytest.raises(failures.AcceptedInvalidInput, match="HV=3 is not a multiple of H=2"):
         check(Unchecked(), CASE.replace(H=2, HV=3), "cpu")
 
 
@@ -104,10 +104,10 @@ def test_inf_is_judged_only_where_the_oracle_fits_the_stored_dtype():
     exact = torch.tensor([70000.0, 100.0], dtype=torch.float64)
     got = exact.to(torch.float16)  # [inf, 100]
     assert got[0].isinf()
-    verdict._compare(CASE, "output", verdict.OutputMismatch, "test.oracle", got, exact, exact, "fp16")
+    verdict._compare(CASE, "output", failures.OutputMismatch, "test.oracle", got, exact, exact, "fp16", [])
     got[1] = float("inf")
-    with pytest.raises(verdict.NonFinite):
-        verdict._compare(CASE, "output", verdict.OutputMismatch, "test.oracle", got, exact, exact, "fp16")
+    with pytest.raises(failures.NonFinite):
+        verdict._compare(CASE, "output", failures.OutputMismatch, "test.oracle", got, exact, exact, "fp16", [])
 
 
 def test_named_slots_come_from_the_seed_whatever_the_pool_size():

@@ -47,19 +47,20 @@ class Side:
         else:
             raise ValueError(f"{self.name} {self.installation!r}: not a python executable, venv or directory")
 
-    def command(self, out: Path, profile: str, keywords: str, require: str, extra: list) -> list[str]:
+    def command(self, out: Path, profile: str, keywords: str, require: str, examples: int | None,
+                extra: list) -> list[str]:
+        # Both sides see the same case stream: a fixed seed, an empty example database of their own, and the masks of
+        # every known bug (--gdn-masks=all; the corpus replay tracks those bugs).
         return [self.python, "-m", "pytest", "fuzz/", f"--hypothesis-profile={profile}", "--hypothesis-seed=0", "-q",
+                "--gdn-masks=all", f"--gdn-db={out / f'{self.name}-examples'}",
+                *([f"--gdn-examples={examples}"] if examples else []),
                 f"--gdn-report={out / f'{self.name}.json'}", f"--junitxml={out / f'{self.name}.xml'}",
                 *(["-k", keywords] if keywords else []), *([f"--gdn-require={require}"] if require else []),
                 *(f"--gdn-target={o}" for o in self.overrides), *extra]
 
 
-def run_sides(sides: list[Side], out: Path, command_args: tuple, examples: int | None, parallel: bool) -> None:
-    """Run each side's pytest. Both see the same case stream: a fixed seed (the gate profile is derandomized
-    anyway), an empty example database of their own (the GPU profiles keep one), and the known-bug masks of
-    every release (the corpus replay tracks those bugs)."""
-    env = {**os.environ, "GDN_FUZZ_MASK_ALL": "1",
-           **({"GDN_FUZZ_GATE_EXAMPLES": str(examples), "GDN_FUZZ_GPU_EXAMPLES": str(examples)} if examples else {})}
+def run_sides(sides: list[Side], out: Path, command_args: tuple, parallel: bool) -> None:
+    """Run each side's pytest (Side.command says what both sides share)."""
     procs = []
     for side in sides:
         (out / f"{side.name}.json").unlink(missing_ok=True)
@@ -67,7 +68,7 @@ def run_sides(sides: list[Side], out: Path, command_args: tuple, examples: int |
         log = open(out / f"{side.name}.log", "w")
         procs.append((side, log, subprocess.Popen(
             side.command(out, *command_args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-            env={**env, "GDN_FUZZ_DB": str(out / f"{side.name}-examples"), **side.env})))
+            env={**os.environ, **side.env})))
         if not parallel:
             procs[-1][2].wait()
     for side, log, proc in procs:
@@ -87,15 +88,17 @@ def _kind(message: str) -> tuple[str, str]:
 
 
 def failures(report: dict) -> dict[tuple[str, str], str]:
-    """(test id, failure class) -> the failing case's coordinate (or the failure's first line). A fuzz test's
-    failures are its shrunk examples (several when Hypothesis found distinct ones); other failures (corpus
-    replay, strict xfails that passed, errors) come from pytest's report."""
-    found = {(r["test"], r["outcome"]): r["case"] for r in report["records"] if r["final"] and r["outcome"] != "pass"}
-    tests = {test for test, _ in found}
+    """(test id, failure class) -> the failing case's minimal coordinate (or the failure's first line). A fuzz
+    test's failures are its distinct shrunk failures; other failed tests (corpus replay, strict xfails that passed,
+    errors) come from the report's errors."""
+    found = {}
     for f in report["failures"]:
-        if f["test"] not in tests:
-            kind, detail = _kind(f["message"])
-            found.setdefault((f["test"], kind), detail.splitlines()[0][:300] if detail else "")
+        found.setdefault((f["test"], f["kind"]), f["case"])
+    tests = {f["test"] for f in report["failures"]}
+    for e in report["errors"]:
+        if e["test"] not in tests and e["when"] == "call":
+            kind, detail = _kind(e["message"])
+            found.setdefault((e["test"], kind), detail.splitlines()[0][:300] if detail else "")
     return found
 
 
@@ -173,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     keywords = " and ".join(f"({e})" for e in (" or ".join(f"{f}-" for f in families), args.k) if e)
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out.resolve()
-    run_sides(sides, out, (args.profile, keywords, args.families, args.pytest_args), args.examples, args.parallel)
+    run_sides(sides, out, (args.profile, keywords, args.families, args.examples, args.pytest_args), args.parallel)
     broken = [s for s in sides if not s.report]
     for side in broken:
         tail = (out / f"{side.name}.log").read_text().splitlines()[-20:]

@@ -1,73 +1,145 @@
-"""Case -> tensors. All values come from torch.Generator(case.seed); writable buffers are guarded.
+"""Case -> tensors, built on the device from the case's seed (fuzz.generate.values: the same bits on every device).
 
-Every buffer a target may write (pool, intermediate states, output) lives inside a larger allocation
-whose surplus is filled with a NaN GUARD pattern, and the part the target should fill is pre-set to a
-different NaN POISON pattern. After the call: guard bits changed -> out-of-bounds write; poison left
-where the contract says "written" -> unwritten output; anything else changed that the contract says
-is untouched -> corruption.
+Every buffer a target may write (pool, intermediate states, output) lives inside a larger allocation whose surplus
+is filled with a NaN GUARD pattern. The output and intermediate buffers start as a NaN POISON pattern; the pool
+starts as filler (a function of the seed and the element's place, so any block of it can be regenerated) with the
+slots a request names set to the case's values, a copy of which is kept. After the call, the verdict needs no copy
+of anything else: guard bits changed -> out-of-bounds write; poison left where the contract says "written" ->
+unwritten output; a slot or row the contract leaves alone no longer equal to its filler, kept copy or poison ->
+corruption. So an 8 GiB pool costs its 8 GiB, not three times that.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
-from fuzz.case import Case
-from fuzz.targets.semantics import TORCH_DTYPES
+from fuzz.case import TORCH_DTYPES, Case
+from fuzz.generate.values import Values
 
 GUARD_SLOTS = 2  # pool slots on each side: index -1 and -2 land here
 _BITS = {torch.float32: (torch.int32, 0x7FC0DEAD, 0x7FBAD0BA), torch.bfloat16: (torch.int16, 0x7FDE, 0x7FBA),
          torch.float16: (torch.int16, 0x7FDE, 0x7FBA)}
 INDEX_DTYPES = {"i32": torch.int32, "i64": torch.int64}
+CHUNK = 1 << 24  # elements per block when filling or checking large buffers
+
+
+def pattern(dtype: torch.dtype, which: str) -> int:
+    return _BITS[dtype][1 if which == "guard" else 2]
 
 
 def fill_pattern(t: torch.Tensor, which: str) -> torch.Tensor:
-    int_dtype, guard, poison = _BITS[t.dtype]
-    t.view(int_dtype).fill_(guard if which == "guard" else poison)
+    t.view(_BITS[t.dtype][0]).fill_(pattern(t.dtype, which))
     return t
 
 
 def has_pattern(t: torch.Tensor, which: str) -> torch.Tensor:
     """Elementwise: does t still hold the guard / poison bit pattern?"""
-    int_dtype, guard, poison = _BITS[t.dtype]
-    return t.contiguous().view(int_dtype) == (guard if which == "guard" else poison)
+    return bits(t) == pattern(t.dtype, which)
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(_BITS[t.dtype][0])
 
 
 @dataclass
 class Guarded:
-    """`view` is what the target sees: rows lead.. of `full`, the first dim-1 entries of each row.
-    `before` is a copy of `full` taken when the inputs were set."""
+    """`view` is what the target sees: rows lead.. of `full`, the first dim-1 entries of each row. Its starting
+    content: the poison pattern, or (the pool) the filler of `seed` with rows `kept_rows` overwritten by `kept`."""
 
     full: torch.Tensor
     view: torch.Tensor
     lead: int
-    before: torch.Tensor
+    seed: int | None = None  # the pool: the view started as Values(seed).filler in its logical element order
+    kept_rows: torch.Tensor | None = None  # [n] int64: rows set to the case's values
+    kept: torch.Tensor | None = None  # [n, ...]: a copy of those rows as set
 
     @classmethod
     def around(cls, shape: tuple, dtype, device, lead: int, spare_dim1: int = 0) -> Guarded:
-        """Allocate [lead + shape[0] + lead, shape[1] + spare_dim1, *shape[2:]] and view the inner block."""
+        """Allocate [lead + shape[0] + lead, shape[1] + spare_dim1, *shape[2:]] of guard and view the inner block."""
         full = fill_pattern(torch.empty((shape[0] + 2 * lead, shape[1] + spare_dim1, *shape[2:]), dtype=dtype,
                                         device=device), "guard")
-        view = full[lead:lead + shape[0], : shape[1]]
-        fill_pattern(view, "poison")
-        return cls(full, view, lead, full.clone())
+        return cls(full, full[lead:lead + shape[0], : shape[1]], lead)
 
     @property
-    def index(self) -> tuple[slice, slice]:
-        return slice(self.lead, self.lead + self.view.shape[0]), slice(0, self.view.shape[1])
+    def row_numel(self) -> int:
+        return math.prod(self.view.shape[1:])
 
-    @property
-    def mask(self) -> torch.Tensor:
-        m = torch.zeros(self.full.shape, dtype=torch.bool, device=self.full.device)
-        m[self.index] = True
-        return m
+    def fill(self, seed: int) -> None:
+        """Set the view to the filler of `seed`, block by block (an 8 GiB pool never exists twice)."""
+        self.seed = seed
+        per = max(1, CHUNK // max(self.row_numel, 1))
+        for r in range(0, self.view.shape[0], per):
+            self.view[r:r + per] = self.initial(r, min(r + per, self.view.shape[0]))
+
+    def initial(self, start: int, stop: int) -> torch.Tensor:
+        """Rows start..stop of the view as they began, before the named rows were set (filler or poison)."""
+        shape = (stop - start, *self.view.shape[1:])
+        if self.seed is None:
+            return fill_pattern(torch.empty(shape, dtype=self.view.dtype, device=self.view.device), "poison")
+        numel = math.prod(shape)
+        values = Values(self.seed, self.view.device).filler(numel, start * self.row_numel)
+        return values.reshape(shape).to(self.view.dtype)
+
+    def keep(self, rows: list[int], values: torch.Tensor) -> None:
+        self.kept_rows = torch.tensor(rows, dtype=torch.int64, device=self.view.device)
+        self.view[self.kept_rows] = values.to(self.view.dtype)
+        self.kept = self.view[self.kept_rows].clone()
+
+    def before(self, rows: list[int]) -> torch.Tensor:
+        """What these view rows held before the call (for small checks and tests)."""
+        out = torch.cat([self.initial(r, r + 1) for r in rows]) if rows else self.view[:0].clone()
+        if self.kept_rows is not None:
+            where = {r: i for i, r in enumerate(self.kept_rows.tolist())}
+            for j, r in enumerate(rows):
+                if r in where:
+                    out[j] = self.kept[where[r]]
+        return out
 
     @property
     def before_view(self) -> torch.Tensor:
-        return self.before[self.index]
+        return self.before(list(range(self.view.shape[0])))
 
-    def snapshot(self) -> None:
-        self.before = self.full.clone()
+    def outside_changed(self) -> tuple | None:
+        """The first allocation index outside the view whose guard bits changed (None: none did)."""
+        n, keep1 = self.view.shape[0], self.view.shape[1]
+        regions = [(slice(0, self.lead), slice(None)), (slice(self.lead + n, None), slice(None))]
+        if self.full.shape[1] > keep1:  # the gaps of a strided view, block by block
+            per = max(1, CHUNK // max(math.prod(self.full.shape[1:]), 1))
+            regions += [(slice(self.lead + r, self.lead + min(r + per, n)), slice(keep1, None))
+                        for r in range(0, n, per)]
+        guard = pattern(self.full.dtype, "guard")
+        for rows, cols in regions:
+            changed = bits(self.full[rows, cols]) != guard
+            if changed.any():
+                at = changed.nonzero()[0].tolist()
+                return (at[0] + (rows.start or 0), at[1] + (cols.start or 0), *at[2:])
+        return None
+
+    def changed_rows(self, rows: list[int]) -> list[int]:
+        """Which of these view rows no longer hold what they started with (compared bit for bit)."""
+        kept = {} if self.kept_rows is None else {r: i for i, r in enumerate(self.kept_rows.tolist())}
+        changed = [r for r in rows if r in kept and not torch.equal(bits(self.view[r]), bits(self.kept[kept[r]]))]
+        rest = sorted(r for r in rows if r not in kept)
+        per = max(1, CHUNK // max(self.row_numel, 1))
+        for first, last in _runs(rest):
+            for r in range(first, last, per):
+                stop = min(r + per, last)
+                diff = (bits(self.view[r:stop]) != bits(self.initial(r, stop))).flatten(1).any(1)
+                changed += (diff.nonzero().squeeze(1) + r).tolist()
+        return sorted(changed)
+
+
+def _runs(sorted_rows: list[int]) -> list[tuple[int, int]]:
+    """[first, last) runs of consecutive integers."""
+    runs = []
+    for r in sorted_rows:
+        if runs and runs[-1][1] == r:
+            runs[-1][1] = r + 1
+        else:
+            runs.append([r, r + 1])
+    return [tuple(x) for x in runs]
 
 
 @dataclass
@@ -104,6 +176,8 @@ GATE_REGIMES = {
     "saturated": ((0.0, 3.0), (40.0, 60.0), 40.0),
     "negsat": ((-1.0, 1.0), (-60.0, 30.0), 40.0),
 }
+# Per-token magnitudes of q, k, v: exact powers of two from 2^-10 (an eps-dominated l2norm) to 2^3 (large v).
+MAGNITUDES = tuple(2.0 ** e for e in range(-10, 4))
 
 
 def named_slots(case: Case) -> list[int]:
@@ -112,39 +186,26 @@ def named_slots(case: Case) -> list[int]:
     return sorted(s for s in {0, *named} if 0 <= s < case.pool)
 
 
-def materialize(case: Case, device: str | torch.device, state_dtype=None) -> Tensors:
-    gen = torch.Generator().manual_seed(case.seed)
-    f32 = dict(dtype=torch.float32)
-    in_dtype = TORCH_DTYPES[case.input_dtype]
-    st_dtype = state_dtype or TORCH_DTYPES[case.state_dtype]
+def materialize(case: Case, device: str | torch.device) -> Tensors:
+    vals = Values(case.seed, device)
+    in_dtype, st_dtype = TORCH_DTYPES[case.input_dtype], TORCH_DTYPES[case.state_dtype]
     tokens = (sum(case.seqlens),) if case.op == "prefill" else (case.B, case.T)
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen, **f32)
-
-    def uniform(lo, hi, *shape):
-        return lo + (hi - lo) * torch.rand(*shape, generator=gen, **f32)
-
-    # Per-token magnitudes 10^[-3, 1] reach near-zero q/k (eps-dominated l2norm) and large v.
-    mag = lambda n: 10 ** uniform(-3.0, 1.0, *tokens, 1, 1)  # noqa: E731
-    q = randn(*tokens, case.H, case.K) * mag(0)
-    k = randn(*tokens, case.H, case.K) * mag(0)
-    v = randn(*tokens, case.HV, case.V) * mag(0)
-    regime = case.gate
+    magnitudes = torch.tensor(MAGNITUDES, device=device)
+    mag = lambda: magnitudes[vals.integers(len(MAGNITUDES), *tokens, 1, 1)]  # noqa: E731
+    q = vals.normal(*tokens, case.H, case.K) * mag()
+    k = vals.normal(*tokens, case.H, case.K) * mag()
+    v = vals.normal(*tokens, case.HV, case.V) * mag()
     names = list(GATE_REGIMES)
-    if regime == "mixed":  # a regime per value head
-        picks = torch.randint(len(names), (case.HV,), generator=gen).tolist()
-        params = [GATE_REGIMES[names[i]] for i in picks]
-    else:
-        params = [GATE_REGIMES[regime]] * case.HV
-    A_log = torch.stack([uniform(*p[0], 1)[0] for p in params])
-    dt_bias = randn(case.HV) * 0.5
-    centre = torch.tensor([p[1][0] for p in params])
-    spread = torch.tensor([p[1][1] for p in params])
-    a = centre + spread * randn(*tokens, case.HV) - dt_bias
-    b = torch.tensor([p[2] for p in params]) * randn(*tokens, case.HV)
+    picks = vals.integers(len(names), case.HV).tolist() if case.gate == "mixed" else [names.index(case.gate)] * case.HV
+    params = [GATE_REGIMES[names[i]] for i in picks]  # a regime per value head ("mixed") or one for all
+    column = lambda i, j=None: torch.tensor([p[i] if j is None else p[i][j] for p in params], device=device)  # noqa
+    A_log = column(0, 0) + (column(0, 1) - column(0, 0)) * vals.uniform(0.0, 1.0, case.HV)
+    dt_bias = vals.normal(case.HV) * 0.5
+    a = column(1, 0) + column(1, 1) * vals.normal(*tokens, case.HV) - dt_bias
+    b = column(2) * vals.normal(*tokens, case.HV)
     q, k, v, a, b = (x.to(in_dtype) for x in (q, k, v, a, b))
-    # Precomputed gates for "log" targets, as an fp32 gating kernel would produce them.
+    # Precomputed gates for "log" targets, as an fp32 gating kernel would produce them (exp, log1p and sigmoid may
+    # differ by an ulp between devices: the oracle reads these same tensors).
     x = a.float() + dt_bias
     g = -torch.exp(A_log) * torch.where(x > 20, x, torch.log1p(torch.exp(x)))
     beta = torch.sigmoid(b.float())
@@ -153,25 +214,21 @@ def materialize(case: Case, device: str | torch.device, state_dtype=None) -> Ten
     as_index = lambda xs: None if xs is None else torch.tensor(xs, dtype=idx, device=device)  # noqa: E731
     state_shape = (case.V, case.K) if case.layout == "vk" else (case.K, case.V)
     pool = Guarded.around((case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap)
-    # Slots no request names (up to 8 GiB of them) get filler drawn on the device, cheaply; the named ones, whose
-    # values the math depends on, come from the case's generator, the same on every device.
+    pool.fill(case.seed)
     named = named_slots(case)
-    pool.view.normal_(0.0, 0.5, generator=torch.Generator(pool.view.device).manual_seed(case.seed))
-    pool.view[named] = (randn(len(named), case.HV, *state_shape) * 0.5).to(st_dtype).to(device)
-    pool.snapshot()
+    pool.keep(named, vals.normal(len(named), case.HV, *state_shape) * 0.5)
     inter = None
     if case.inter_rows:
         inter = Guarded.around((case.inter_rows, case.inter_steps, case.HV, *state_shape), st_dtype, device, 1,
                                case.inter_spare_steps)
-    out_shape = (*tokens, case.HV, case.V)
-    output = Guarded.around(out_shape, TORCH_DTYPES[case.input_dtype], device, 1)
+        fill_pattern(inter.view, "poison")
+    output = Guarded.around((*tokens, case.HV, case.V), in_dtype, device, 1)
+    fill_pattern(output.view, "poison")
     cu = None
     if case.op == "prefill":
         cu = torch.tensor([0, *torch.tensor(case.seqlens).cumsum(0).tolist()], dtype=idx, device=device)
-    dev = lambda t: t.to(device)  # noqa: E731
     return Tensors(
-        q=dev(q), k=dev(k), v=dev(v), A_log=dev(A_log), dt_bias=dev(dt_bias), a=dev(a), b=dev(b), g=dev(g),
-        beta=dev(beta), read_slots=as_index(case.read_slots), write_slots=as_index(case.write_slots),
-        token_slots=as_index(case.token_slots), inter_index=as_index(case.inter_index), cu_seqlens=cu,
-        pool=pool, inter=inter, output=output,
+        q=q, k=k, v=v, A_log=A_log, dt_bias=dt_bias, a=a, b=b, g=g, beta=beta, read_slots=as_index(case.read_slots),
+        write_slots=as_index(case.write_slots), token_slots=as_index(case.token_slots),
+        inter_index=as_index(case.inter_index), cu_seqlens=cu, pool=pool, inter=inter, output=output,
     )

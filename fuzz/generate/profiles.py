@@ -1,11 +1,10 @@
 """Profiles: the one thing a user chooses. Each names a device, a search budget and Hypothesis settings."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase
 
 
 @dataclass(frozen=True)
@@ -43,21 +42,48 @@ BUDGETS["b200"] = BUDGETS["h200"]
 BUDGETS["default"] = BUDGETS["dev"]
 
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-_DB_DIR = os.environ.get("GDN_FUZZ_DB", ".hypothesis/gdn-examples")
+LOCAL_DB = ".hypothesis/gdn-examples"
+PROFILES = ("ci", "dev", "gate", "h200", "b200")
 
 
 def register_profiles() -> None:
+    """Every gdn-fuzz profile. Examples are per fuzz test (--gdn-examples overrides them). ci and gate replay the
+    same cases every run (fuzz.run.session seeds each round from the test id, or from --hypothesis-seed) and keep no
+    example database; the exploring profiles keep the local directory one (--gdn-db replaces it)."""
     common = dict(deadline=None, suppress_health_check=_SLOW, print_blob=True)
-    if os.environ.get("GDN_FUZZ_NO_SHRINK"):  # triage runs: report first failures, skip the (compile-heavy) shrink
-        common["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
-    settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **common)
-    settings.register_profile("dev", max_examples=300, database=DirectoryBasedExampleDatabase(_DB_DIR), **common)
-    gate_examples = int(os.environ.get("GDN_FUZZ_GATE_EXAMPLES", "200"))  # fuzz.cli.gate --examples sets it
-    settings.register_profile("gate", max_examples=gate_examples, derandomize=True, database=None, **common)
-    gpu_examples = int(os.environ.get("GDN_FUZZ_GPU_EXAMPLES", "5000"))  # per test; the campaign runner sets it
+    settings.register_profile("ci", max_examples=200, database=None, **common)
+    settings.register_profile("dev", max_examples=300, database=DirectoryBasedExampleDatabase(LOCAL_DB), **common)
+    settings.register_profile("gate", max_examples=200, database=None, **common)
     for gpu in ("h200", "b200"):
-        settings.register_profile(gpu, max_examples=gpu_examples, database=DirectoryBasedExampleDatabase(_DB_DIR),
-                                  **common)
+        settings.register_profile(gpu, max_examples=5000, database=DirectoryBasedExampleDatabase(LOCAL_DB), **common)
+
+
+_DATABASES: dict = {}  # one database object per spec: Hypothesis (and HypoFuzz) compare databases by identity
+
+
+def database(spec: str):
+    """--gdn-db: a directory, or redis://host:port[/db] for an example database shared across hosts (failures found
+    on one host replay on every other), kept beside the local directory."""
+    if spec not in _DATABASES:
+        _DATABASES[spec] = _database(spec)
+    return _DATABASES[spec]
+
+
+def _database(spec: str):
+    if not spec.startswith(("redis://", "rediss://", "unix://")):
+        return DirectoryBasedExampleDatabase(spec)
+    try:
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+    except ImportError as e:
+        raise ValueError(f"--gdn-db {spec}: needs the redis client (pip install 'gdn-fuzz[redis]'): {e}") from e
+    client = redis.Redis.from_url(spec)
+    try:
+        client.ping()
+    except redis.RedisError as e:
+        raise ValueError(f"--gdn-db {spec}: no redis server answers there ({e})") from e
+    return MultiplexedDatabase(DirectoryBasedExampleDatabase(LOCAL_DB), RedisExampleDatabase(client,
+                                                                                            key_prefix=b"gdn-fuzz:"))
 
 
 def budget_for(profile: str | None) -> Budget:

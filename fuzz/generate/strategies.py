@@ -25,8 +25,9 @@ INT32_ELEMENTS = 2**31
 
 
 @st.composite
-def cases(draw, target: Target, op: str, budget: Budget) -> Case:
-    sup = target.declared()
+def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = ()) -> Case:
+    """A case for `op` on `target` inside what it declares, narrowed by the masks of the known bugs given."""
+    sup = target.declared(bugs)
     sem = target.semantics()
     K, V = draw(st.sampled_from(sup.head_dims or budget.head_dims))
     if sup.heads:

@@ -1,5 +1,5 @@
-"""Judging one call: memory contracts first, then numerics. Each failure kind is its own exception
-class, so Hypothesis keeps a separate minimal example per kind."""
+"""Judging one call: memory contracts first, then numerics. A broken contract raises its failure kind
+(fuzz.judge.failures) with a cause naming the contract; each numeric comparison made is appended to `compared`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,98 +7,44 @@ from dataclasses import dataclass
 import torch
 
 from fuzz.case import Case
-from fuzz.generate.materialize import Guarded, has_pattern
-from fuzz.targets.semantics import DTYPE_NAMES, Semantics
+from fuzz.generate.materialize import Guarded, Tensors, has_pattern
+from fuzz.case import DTYPE_NAMES
+from fuzz.targets.semantics import Semantics
 from fuzz.judge.tolerance import tolerance
-from reference import PoolResult
-
-
-class GdnFailure(AssertionError):
-    """Base: a target disagreed with the oracle or broke a memory contract."""
-
-
-class OutputMismatch(GdnFailure):
-    pass
-
-
-class StateMismatch(GdnFailure):
-    pass
-
-
-class IntermediateMismatch(GdnFailure):
-    pass
-
-
-class PoolCorruption(GdnFailure):
-    """A pool slot or buffer row the contract leaves untouched changed."""
-
-
-class GuardBreach(GdnFailure):
-    """Bytes outside the buffer (or in a strided view's gaps) changed: an out-of-bounds write."""
-
-
-class UnwrittenOutput(GdnFailure):
-    """Output the contract says is written still holds the poison pattern."""
-
-
-class NonFinite(GdnFailure):
-    """NaN or Inf where the oracle is finite."""
-
-
-class RejectedValidInput(GdnFailure):
-    """The target raised on a case inside its declared support."""
-
-
-class AcceptedInvalidInput(GdnFailure):
-    """The target ran a case it must reject (e.g. HV not a multiple of H)."""
-
-
-class KernelCrash(GdnFailure):
-    """The isolated worker process died during the call (signal, nonzero exit) or its CUDA context was
-    poisoned (illegal memory access, launch failure): the message carries the kernel's error text."""
-
-
-class KernelHang(GdnFailure):
-    """The call did not return within the per-call timeout; the worker was killed."""
-
-
-FAILURE_KINDS = (OutputMismatch, StateMismatch, IntermediateMismatch, PoolCorruption, GuardBreach,
-                 UnwrittenOutput, NonFinite, RejectedValidInput, AcceptedInvalidInput, KernelCrash, KernelHang)
-
-
-# The numerics of the current check (fuzz.run.harness clears it per case): one {kind, path, worst, bound, ratio}
-# per comparison made, read by fuzz.run.session for --gdn-report; ratio = worst / bound, a failure above 1.
-COMPARED: list[dict] = []
+from fuzz.judge.failures import (GuardBreach, IntermediateMismatch, NonFinite, OutputMismatch, PoolCorruption,
+                                 StateMismatch, UnwrittenOutput)
+from fuzz.judge.oracle import Expected
 
 
 @dataclass(frozen=True)
-class Expected:
-    exact: PoolResult  # float64
-    model: PoolResult  # the target's precision model
+class Comparison:
+    """One judged buffer: the worst error against the float64 oracle and the verdict's bound for it."""
+
+    kind: str  # "output", "state" or "intermediate"
+    worst: float
+    bound: float
+
+    @property
+    def ratio(self) -> float:
+        return self.worst / self.bound if self.bound else float("inf")
 
 
-def judge(case: Case, path: str, sem: Semantics, pool: Guarded, inter: Guarded | None, output: Guarded,
-          got_output: torch.Tensor, expected: Expected) -> None:
-    for name, buf in (("pool", pool), ("intermediate", inter), ("output", output)):
+def judge(case: Case, path: str, sem: Semantics, t: Tensors, got_output: torch.Tensor, expected: Expected,
+          compared: list[Comparison]) -> None:
+    for name, buf in (("pool", t.pool), ("intermediate", t.inter), ("output", t.output)):
         if buf is not None:
             _check_guards(case, name, buf)
-    _check_output(case, path, sem, output, got_output, expected)
-    _check_pool(case, path, sem, pool, expected)
-    if inter is not None:
-        _check_intermediate(case, path, inter, expected)
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view({4: torch.int32, 2: torch.int16}[t.element_size()])
+    _check_output(case, path, sem, t.output, got_output, expected, compared)
+    _check_pool(case, path, sem, t.pool, expected, compared)
+    if t.inter is not None:
+        _check_intermediate(case, path, t.inter, expected, compared)
 
 
 def _check_guards(case, name, buf: Guarded) -> None:
-    changed = (_bits(buf.full) != _bits(buf.before)) & ~buf.mask
-    if changed.any():
-        where = tuple(changed.nonzero()[0].tolist())
-        raise GuardBreach(f"{case!r}: {name} written outside the buffer at allocation index {where} "
-                          f"({int(changed.sum())} elements; the view is rows {buf.lead}.., first "
-                          f"{buf.view.shape[1]} of dim 1)")
+    if (where := buf.outside_changed()) is not None:
+        raise GuardBreach(case, f"{name} written outside the buffer at allocation index {where} (the view is rows "
+                          f"{buf.lead}.., first {buf.view.shape[1]} of dim 1)",
+                          cause=f"{name} written outside the buffer")
 
 
 def _token_rows(case: Case, n: int) -> slice:
@@ -110,62 +56,72 @@ def _flat_tokens(x: torch.Tensor, case: Case) -> torch.Tensor:
     return x.reshape(-1, *x.shape[-2:]) if case.op != "prefill" else x
 
 
-def _check_output(case, path, sem: Semantics, output: Guarded, got: torch.Tensor, expected: Expected) -> None:
-    got_f, before = _flat_tokens(got, case), _flat_tokens(output.before_view, case)
+def _check_output(case, path, sem: Semantics, output: Guarded, got: torch.Tensor, expected: Expected, compared) -> None:
+    got_f = _flat_tokens(got, case)
     judged = torch.zeros(got_f.shape[0], dtype=torch.bool)
     for n, padded in enumerate(case.padded):
         rows = _token_rows(case, n)
         if padded and sem.pad.read == "slot0":
             continue  # computed from the sacrificial slot 0: undefined by contract
         if padded and sem.pad.read == "skip_untouched":
-            if got is output.view and not torch.equal(_bits(got_f[rows]), _bits(before[rows])):
-                raise PoolCorruption(f"{case!r}: padded request {n} output changed; contract: untouched")
+            if got is output.view and not bool(has_pattern(got_f[rows], "poison").all()):  # the caller's poison
+                raise PoolCorruption(case, f"padded request {n} output changed; contract: untouched",
+                                     cause="padded request output changed; contract: untouched")
             continue
         judged[rows] = True
     if got is output.view and has_pattern(got_f[judged], "poison").any():
         unwritten = _rows_with(has_pattern(got_f, "poison") & _bcast(judged, got_f))
-        raise UnwrittenOutput(f"{case!r}: output token rows {unwritten} still hold poison")
+        raise UnwrittenOutput(case, f"output token rows {unwritten} still hold poison",
+                              cause="output rows still hold poison")
     idx = judged.nonzero().squeeze(1).to(got_f.device)
     _compare(case, "output", OutputMismatch, path, got_f[idx], _flat_tokens(expected.exact.output, case)[idx],
-             _flat_tokens(expected.model.output, case)[idx], DTYPE_NAMES[got.dtype])
+             _flat_tokens(expected.model.output, case)[idx], DTYPE_NAMES[got.dtype], compared)
 
 
-def _check_pool(case, path, sem: Semantics, pool: Guarded, expected: Expected) -> None:
-    written = set(expected.exact.written_slots)
+def _check_pool(case, path, sem: Semantics, pool: Guarded, expected: Expected, compared) -> None:
+    exact, model = expected.exact, expected.model
+    written = set(exact.written_slots)
     redirected = sem.pad.read == "slot0" and any(case.padded) or sem.pad.write == "slot0" and case.write_slots and any(
         w < 0 if case.null < 0 else w <= 0 for w in case.write_slots)
     racing = {0} if redirected else set()  # several padded rows may race on slot 0
-    untouched = torch.ones(case.pool, dtype=torch.bool, device=pool.view.device)  # every slot at once: up to 8 GiB
-    untouched[sorted(written | racing)] = False
-    changed = (_bits(pool.view) != _bits(pool.before_view)).flatten(1).any(1) & untouched
-    if changed.any():
-        slot = int(changed.nonzero()[0])
-        raise PoolCorruption(f"{case!r}: pool slot {slot} changed but the contract leaves it untouched "
-                             f"(written slots: {sorted(written)})")
+    changed = pool.changed_rows(sorted(set(range(case.pool)) - written - racing))  # block by block: up to 8 GiB
+    if changed:
+        raise PoolCorruption(case, f"pool slot {changed[0]} changed but the contract leaves it untouched "
+                             f"(written slots: {sorted(written)})", cause="untouched pool slot changed")
     slots = sorted(written - racing)
     if slots:
-        _compare(case, "state", StateMismatch, path, pool.view[slots], expected.exact.pool[slots],
-                 expected.model.pool[slots], case.state_dtype)
+        _compare(case, "state", StateMismatch, path, pool.view[slots], _at(exact.slots, exact.states, slots),
+                 _at(model.slots, model.states, slots), case.state_dtype, compared)
 
 
-def _check_intermediate(case, path, inter: Guarded, expected: Expected) -> None:
-    before = inter.before_view
-    rows = sorted(expected.exact.written_rows)
+def _check_intermediate(case, path, inter: Guarded, expected: Expected, compared) -> None:
+    exact, model = expected.exact, expected.model
+    rows = sorted(exact.written_rows)
     T = max(case.tokens, default=0)
-    for r in range(case.inter_rows):
-        keep = slice(0, None) if r not in rows else slice(T, None)
-        if not torch.equal(_bits(inter.view[r, keep]), _bits(before[r, keep])):
-            raise PoolCorruption(f"{case!r}: intermediate row {r} steps {keep.start}: changed but the contract "
-                                 f"leaves them untouched (written rows: {rows})")
+    changed = inter.changed_rows(sorted(set(range(case.inter_rows)) - set(rows)))
+    if rows and not bool(has_pattern(inter.view[rows, T:], "poison").all()):
+        changed.append(next(r for r in rows if not bool(has_pattern(inter.view[r, T:], "poison").all())))
+    if changed:
+        r = changed[0]
+        raise PoolCorruption(case, f"intermediate row {r} steps {T if r in rows else 0}..: changed but the contract "
+                             f"leaves them untouched (written rows: {rows})",
+                             cause="untouched intermediate steps changed")
     if rows:
         got = inter.view[rows, :T]
         if has_pattern(got, "poison").any():
-            raise IntermediateMismatch(f"{case!r}: intermediate rows {rows} steps < T={T} still hold poison")
-        _compare(case, "intermediate", IntermediateMismatch, path, got, expected.exact.intermediate[rows, :T],
-                 expected.model.intermediate[rows, :T], case.state_dtype)
+            raise IntermediateMismatch(case, f"intermediate rows {rows} steps < T={T} still hold poison",
+                                       cause="intermediate steps still hold poison")
+        _compare(case, "intermediate", IntermediateMismatch, path, got, _at(exact.rows, exact.row_states, rows),
+                 _at(model.rows, model.row_states, rows), case.state_dtype, compared)
 
 
-def _compare(case, kind, failure, path, got, exact, model, dtype) -> None:
+def _at(ids: torch.Tensor, values: torch.Tensor, wanted: list[int]) -> torch.Tensor:
+    """values[i] for ids[i] in `wanted` order (a sparse result lists its slots / rows in write order)."""
+    where = {int(s): i for i, s in enumerate(ids.tolist())}
+    return values[torch.tensor([where[w] for w in wanted], device=values.device)]
+
+
+def _compare(case, kind, failure, path, got, exact, model, dtype, compared) -> None:
     if got.numel() == 0:
         return
     # float64 on the device the result lives on: no host copies of [B, T, HV, V, K] intermediate buffers
@@ -178,7 +134,8 @@ def _compare(case, kind, failure, path, got, exact, model, dtype) -> None:
     bad = finite & ~torch.isfinite(got64)
     if bad.any():
         at = tuple(bad.nonzero()[0].tolist())
-        raise NonFinite(f"{case!r}: {kind}{list(at)} = {got64[at].item()} where the oracle is {exact64[at].item():.6g}")
+        raise NonFinite(case, f"{kind}{list(at)} = {got64[at].item()} where the oracle is {exact64[at].item():.6g}",
+                        cause=f"{kind} not finite where the oracle is")
     zero = exact64.new_zeros(())
     err = (got64 - exact64).abs().where(finite, zero)
     model_err = float((model64 - exact64).abs().where(finite, zero).max())
@@ -186,12 +143,13 @@ def _compare(case, kind, failure, path, got, exact, model, dtype) -> None:
     tol = tolerance(path, kind, dtype)
     bound = tol.bound(model_err, scale, case.T)
     worst = float(err.max())
-    COMPARED.append({"kind": kind, "path": path, "worst": worst, "bound": bound, "ratio": worst / bound})
+    compared.append(Comparison(kind, worst, bound))
     if worst > bound:
         at = tuple(int(i) for i in torch.unravel_index(err.argmax(), err.shape))
-        raise failure(f"{case!r}: {kind}{list(at)}: target {got64[at].item():.7g}, oracle {exact64[at].item():.7g}, "
+        raise failure(case, f"{kind}{list(at)}: target {got64[at].item():.7g}, oracle {exact64[at].item():.7g}, "
                       f"model {model64[at].item():.7g}; max error {worst:.3g} > bound {bound:.3g} "
-                      f"(= {tol.c} x model error {model_err:.3g} + floor at |oracle|max {scale:.3g}, T={case.T})")
+                      f"(= {tol.c} x model error {model_err:.3g} + floor at |oracle|max {scale:.3g}, T={case.T})",
+                      cause=f"{kind} error above the bound")
 
 
 def _bcast(mask, like):

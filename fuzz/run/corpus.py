@@ -3,28 +3,48 @@
 Schema 1:
     {"schema": 1, "case": "<Case coordinate>", "target": "<target name>", "library": "<family>",
      "versions": "<PEP 440 specifier the expectation holds for, '' for all>",
-     "expect": "pass" | "<verdict failure class>", "issue": "<upstream reference>" | null,
-     "description": "<one line>"}
+     "expect": "pass" | "<failure class>", "issue": "<upstream reference>" | null,
+     "description": "<one line>", "environment": {...} (optional: where it was found)}
+
+A finding never overwrites another: `save` picks a file name no entry has yet. The corpus ships inside the package
+(the wheel maps corpus/ to fuzz.corpus_data), so an installed gdn-fuzz replays it too.
 """
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from fuzz.case import Case
-from fuzz.judge.verdict import FAILURE_KINDS
+from fuzz.judge.failures import KINDS
+from fuzz.run.result import Failure
 
 SCHEMA = 1
-CORPUS_DIR = Path(os.environ.get("GDN_FUZZ_CORPUS") or Path(__file__).resolve().parents[2] / "corpus")
-EXPECTATIONS = {"pass"} | {k.__name__ for k in FAILURE_KINDS}
+EXPECTATIONS = {"pass"} | set(KINDS)
+LIBRARIES = ("fla", "sglang", "flashinfer")
 
 
 class CorpusError(ValueError):
-    """A corpus file that cannot be used; the message names the file and the field."""
+    """A corpus file or directory that cannot be used; the message names the file and the field."""
+
+
+def default_dir() -> Path:
+    """The checkout's corpus/ or, in an installed gdn-fuzz, the corpus shipped in the package."""
+    checkout = Path(__file__).resolve().parents[2] / "corpus"
+    if checkout.is_dir():
+        return checkout
+    from importlib.resources import files
+
+    try:
+        shipped = Path(str(files("fuzz.corpus_data")))
+    except ModuleNotFoundError:
+        shipped = None
+    if shipped is None or not shipped.is_dir():
+        raise CorpusError("no corpus found: neither a checkout's corpus/ nor the corpus shipped in the installed "
+                          "package (fuzz.corpus_data); give one with --gdn-corpus DIR")
+    return shipped
 
 
 @dataclass(frozen=True)
@@ -37,6 +57,7 @@ class Entry:
     expect: str
     issue: str | None
     description: str
+    environment: dict | None = None
 
     @property
     def id(self) -> str:
@@ -48,6 +69,8 @@ def load(path: Path) -> Entry:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise CorpusError(f"{path}: not readable JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise CorpusError(f"{path}: expected a JSON object, got {type(data).__name__}")
 
     def field(name, kind=str, optional=False):
         if name not in data:
@@ -63,7 +86,7 @@ def load(path: Path) -> Entry:
     try:
         case = Case.parse(field("case"))
     except (ValueError, TypeError) as e:
-        raise CorpusError(f"{path}: field 'case' is not a Case coordinate ({e})") from e
+        raise CorpusError(f"{path}: field 'case' is not a valid Case coordinate ({e})") from e
     try:
         versions = SpecifierSet(field("versions"))
     except InvalidSpecifier as e:
@@ -71,35 +94,40 @@ def load(path: Path) -> Entry:
     expect = field("expect")
     if expect not in EXPECTATIONS:
         raise CorpusError(f"{path}: field 'expect' is {expect!r}; expected one of {sorted(EXPECTATIONS)}")
-    return Entry(path, case, field("target"), field("library"), versions, expect, field("issue", str, optional=True),
-                 field("description"))
+    library = field("library")
+    if library not in LIBRARIES:
+        raise CorpusError(f"{path}: field 'library' is {library!r}; expected one of {', '.join(LIBRARIES)}")
+    return Entry(path, case, field("target"), library, versions, expect, field("issue", str, optional=True),
+                 field("description"), field("environment", dict, optional=True))
 
 
-def load_all(directory: Path = CORPUS_DIR) -> list[Entry]:
+def load_all(directory: Path | None = None) -> list[Entry]:
+    directory = default_dir() if directory is None else directory
+    if not directory.is_dir():
+        raise CorpusError(f"{directory}: no such corpus directory")
     return [load(p) for p in sorted(directory.glob("*.json"))]
 
 
 def save(directory: Path, case: Case, target: str, library: str, versions: str, expect: str,
-         description: str, issue: str | None = None) -> Path:
+         description: str, issue: str | None = None, environment: dict | None = None) -> Path:
+    """Write a new entry under a file name no entry has (never overwrites); return its path."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{target}-{case.op}-{expect}-{case.seed}.json"
-    path.write_text(json.dumps({"schema": SCHEMA, "case": repr(case), "target": target, "library": library,
-                                "versions": versions, "expect": expect, "issue": issue,
-                                "description": description}, indent=1) + "\n")
-    return path
+    text = json.dumps({"schema": SCHEMA, "case": repr(case), "target": target, "library": library,
+                       "versions": versions, "expect": expect, "issue": issue, "description": description,
+                       **({"environment": environment} if environment else {})}, indent=1) + "\n"
+    stem = f"{target}-{case.op}-{expect}"
+    n = 0
+    while True:
+        path = directory / f"{stem}-{n}.json"
+        try:
+            with open(path, "x") as f:  # exclusive: an existing entry (or a parallel writer's) is never replaced
+                f.write(text)
+            return path
+        except FileExistsError:
+            n += 1
 
 
-def failed_cases(error: BaseException) -> list[tuple[Case, str, str]]:
-    """(case, failure class, first message line) for the verdict failures in `error` (one, or an ExceptionGroup
-    of several): each message starts with the failing Case's coordinate. Other exceptions (harness errors) are
-    not findings."""
-    errors = getattr(error, "exceptions", (error,))  # an ExceptionGroup (Python 3.11+, or the 3.10 backport)
-    return [(Case.parse(str(e).split(": ", 1)[0]), type(e).__name__, str(e).split(": ", 1)[1].splitlines()[0])
-            for e in errors if type(e).__name__ in EXPECTATIONS and ": " in str(e)]
-
-
-def save_failures(directory: Path, target, error: BaseException) -> list[Path]:
-    """One corpus entry per verdict failure in `error`."""
-    version = target.family.version()
-    return [save(directory, case, target.name, target.family.name, f"=={version}" if version else "", kind,
-                 message[:200]) for case, kind, message in failed_cases(error)]
+def save_failure(directory: Path, target, failure: Failure, environment: dict | None = None) -> Path:
+    release = target.release()
+    return save(directory, failure.case, target.name, target.family.name, f"=={release}" if release else "",
+                failure.kind, failure.detail.splitlines()[0][:200], environment=environment)

@@ -44,15 +44,18 @@ class SanitizerResult:
         return self.errors == 0 and self.outcome != "died"
 
 
-def sanitizer_command() -> list[str]:
-    """The sanitizer invocation; GDN_FUZZ_SANITIZER replaces the executable (tests use a stand-in)."""
-    exe = shlex.split(os.environ.get("GDN_FUZZ_SANITIZER", "compute-sanitizer"))
+SANITIZER = "compute-sanitizer"
+
+
+def sanitizer_command(executable: str = SANITIZER) -> list[str]:
+    """The sanitizer invocation (tests pass a stand-in executable)."""
+    exe = shlex.split(executable)
     # --report-api-errors no: cuda-bindings probes driver symbols and would show up as API errors.
     return [*exe, "--tool", "memcheck", "--report-api-errors", "no", "--print-limit", "20"]
 
 
 def sanitize(target: str, cases: list[Case], device: str = "cuda", overrides: dict | None = None,
-             timeout: float = 900.0) -> list[SanitizerResult]:
+             timeout: float = 900.0, executable: str = SANITIZER) -> list[SanitizerResult]:
     """Run cases under memcheck; one result per case, in order, for as many as finish within `timeout` seconds
     (a case cut off by the timeout is not reported: it neither passed nor failed)."""
     results: list[SanitizerResult] = []
@@ -62,8 +65,8 @@ def sanitize(target: str, cases: list[Case], device: str = "cuda", overrides: di
         todo = cases[len(results):]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump([repr(c) for c in todo], f)
-        cmd = [*sanitizer_command(), sys.executable, "-m", "fuzz.run.sanitize", "--child", target, f.name, device,
-               json.dumps(overrides or {})]
+        cmd = [*sanitizer_command(executable), sys.executable, "-m", "fuzz.run.sanitize", "--child", target, f.name,
+               device, json.dumps(overrides or {})]
         text, timed_out = _run_group(cmd, env, deadline - time.monotonic())
         os.unlink(f.name)
         batch = _attribute(text, todo)
@@ -91,18 +94,15 @@ def _run_group(cmd: list[str], env: dict, timeout: float) -> tuple[str, bool]:
 SANITIZED = ("KernelCrash", "GuardBreach")  # failure kinds whose cause is a memory access
 
 
-def sanitizer_sections(target, error: BaseException, device: str) -> list[tuple[str, str]]:
-    """(title, report) for each KernelCrash / GuardBreach in a shrunk failure, re-run under memcheck."""
-    from fuzz.run.corpus import failed_cases
+def sanitize_records(target, records, device: str) -> None:
+    """Re-run each shrunk KernelCrash / GuardBreach under memcheck and attach the report to its failure."""
     from fuzz.run.worker import current_overrides
 
-    sections = []
-    for case, kind, _ in failed_cases(error):
-        if kind in SANITIZED:
-            r = sanitize(target.name, [case], device, current_overrides())[0]
-            sections.append((f"compute-sanitizer memcheck: {case!r}",
-                             f"{r.errors} memcheck errors; outcome under the sanitizer: {r.outcome}\n{r.report}"))
-    return sections
+    for record in records:
+        if record.failure.kind in SANITIZED:
+            r = sanitize(target.name, [record.failure.case], device, current_overrides())[0]
+            record.failure = record.failure.with_notes(
+                f"compute-sanitizer memcheck: {r.errors} errors; outcome under the sanitizer: {r.outcome}\n{r.report}")
 
 
 def _attribute(text: str, cases: list[Case]) -> list[SanitizerResult]:
@@ -138,8 +138,8 @@ def _child(target_name: str, path: str, device: str, overrides: str) -> None:
     for i, coordinate in enumerate(json.load(open(path))):
         print(f"{MARK} {i}", flush=True)
         try:
-            check(target, Case.parse(coordinate), device)
-            outcome = "pass"
+            failure = check(target, Case.parse(coordinate), device).failure
+            outcome = "pass" if failure is None else f"{failure.kind}: {failure.detail.splitlines()[0][:300]}"
         except Exception as e:  # noqa: BLE001 - every outcome is reported, the sanitizer decides
             outcome = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
         print(f"{OUTCOME} {i} {outcome}", flush=True)

@@ -1,52 +1,119 @@
-"""Run-wide state of one pytest session: the profile's budget, and what ran on which target."""
+"""A fuzz run: the profile's budget, the run's options, the report, and how one fuzz test spends its time.
+
+A fuzz test is a Hypothesis test (`fuzz_test`) run in rounds (`FuzzSession.run_test`): each round is one Hypothesis
+run with its own seed, sized to the examples and seconds left. Hypothesis stops generating soon after a round's
+first failure and shrinks what it found; the round's shrunk failures are reported, and the next round carries on
+generating, raising only failures whose key (kind x dispatch bucket x cause, fuzz.judge.failures) no earlier round
+reported. So an easy early bug does not hide the others, and each distinct failure is shrunk on its own.
+
+The time box (--gdn-test-seconds) bounds a test's wall time: no round starts after it, a round is sized to end by it,
+and past it a case not checked before is not checked (Hypothesis finishes the round on draws alone). A round that
+found a failure may check new cases for --gdn-shrink-seconds more, to shrink it. Results are cached per case, so a
+case Hypothesis replays (its final replay of a shrunk failure, or a case drawn again) is not run twice and gives the
+same verdict.
+
+Under HypoFuzz, or called directly, the same test body runs without rounds or time box: every failure raises.
+"""
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections import Counter
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-from hypothesis import given
+import hypothesis
+from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
+from hypothesis.errors import InvalidArgument
 
-from fuzz.judge import verdict
 from fuzz.case import Case
-from fuzz.run.harness import check, dispatch_bucket
 from fuzz.generate.profiles import Budget
 from fuzz.generate.strategies import cases
-from fuzz.targets.base import Target, Unavailable
+from fuzz.run.harness import check
+from fuzz.run.report import FailureRecord, RunReport
+from fuzz.run.result import CheckResult, Failure, failures_in
 from fuzz.run.worker import DEFAULT_TIMEOUT, check_isolated
+from fuzz.targets.base import Target, Unavailable
+from fuzz.targets.known_bugs import masked_reason
+
+CACHE_SIZE = 20_000  # results kept per session (a coordinate and a small result each)
+FIRST_ROUND = 10  # examples in a time-boxed test's first round, before its cost per example is known
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user chose for this run (pytest options), beside the profile."""
+
+    required: frozenset = frozenset()  # families whose failure to load is an error, not "unavailable"
+    isolate: bool = False  # checks run in a restartable worker process (fuzz.run.worker)
+    timeout: float = DEFAULT_TIMEOUT  # seconds per isolated check before KernelHang
+    test_seconds: float | None = None  # time box per fuzz test
+    shrink_seconds: float = 120.0  # how long a round may check new cases after its first failure
+    examples: int | None = None  # examples per fuzz test (None: the profile's max_examples)
+    shrink: bool = True
+    masks: str = "release"  # known-bug mask policy (fuzz.targets.known_bugs.MASK_POLICIES)
+    live_log: Path | None = None  # every failing example appended as one JSON line, as it happens
+    seed: int | None = None  # --hypothesis-seed: the rounds' seeds derive from it
 
 
 @dataclass
-class FuzzSession:
-    profile: str
-    budget: Budget
-    required: frozenset  # families whose failure to load is an error, not a skip
-    examples: Counter = field(default_factory=Counter)  # (target, op) -> examples run
-    unavailable: dict = field(default_factory=dict)  # target name -> reason
-    records: list = field(default_factory=list)  # one dict per fuzz example (see record()), for --gdn-report
-    new_corpus: list = field(default_factory=list)  # corpus files written by --gdn-corpus-out
-    corpus_elsewhere: list = field(default_factory=list)  # corpus entries for releases other than the installed one
-    isolate: bool = False  # --gdn-isolate: checks run in a restartable worker process (fuzz.run.worker)
-    timeout: float = DEFAULT_TIMEOUT  # --gdn-timeout: seconds per isolated call before KernelHang
-    test_seconds: float | None = None  # --gdn-test-seconds: time box per fuzz test
-    started: dict = field(default_factory=dict)  # test node id -> time of its first example
-    failed: set = field(default_factory=set)  # test node ids with a failing example (their shrink runs on)
-    boxed: set = field(default_factory=set)  # (target, op) whose test the time box stopped
+class TestRun:
+    """The state of one fuzz test while its rounds run."""
 
+    nodeid: str
+    target: Target
+    op: str
+    started: float
+    deadline: float | None  # end of the time box (monotonic)
+    reported: dict = field(default_factory=dict)  # failure key -> FailureRecord, from earlier rounds
+    first_hits: dict = field(default_factory=dict)  # failure key -> (seconds from start, examples before)
+    hits: dict = field(default_factory=dict)  # failure key -> examples that hit it
+    round_failed_at: float | None = None  # when the current round first failed
+    drawn: int = 0  # examples drawn in generation (cached or checked; not shrink steps): the examples budget
+    checked: int = 0  # of them, checked (not cached)
+    seconds_checking: float = 0.0
+    rounds: int = 0
+    boxed: bool = False  # the time box stopped it
+    shrink_seconds: float = 120.0
+
+    def may_check(self, now: float) -> bool:
+        if self.deadline is None or now < self.deadline:
+            return True
+        self.boxed = True
+        return self.round_failed_at is not None and now < self.round_failed_at + self.shrink_seconds
+
+    @property
+    def seconds_per_example(self) -> float | None:
+        return self.seconds_checking / self.checked if self.checked else None
+
+
+class FuzzSession:
+    def __init__(self, profile: str, budget: Budget, options: Options = Options()):
+        self.profile, self.budget, self.options = profile, budget, options
+        self.report = RunReport(profile, budget.device)
+        self.unavailable: dict[str, str | None] = {}
+        self.new_corpus: list[str] = []
+        self.corpus_elsewhere: list[str] = []
+        self.nothing_ran = False  # fuzz tests were selected, no example was checked
+        self._cache: OrderedDict = OrderedDict()
+        self._test: TestRun | None = None
+
+    # ---- targets -------------------------------------------------------------------------------------------------
     def reason_unavailable(self, target: Target) -> str | None:
         if target.name not in self.unavailable:
             self.unavailable[target.name] = target.unavailable_reason(self.budget.device)
+            self.report.targets[target.name] = {
+                "unavailable": self.unavailable[target.name], "origin": _origin(target),
+                "version": None if self.unavailable[target.name] else target.family.version(),
+                "ops_off": {op: why for op in sorted(target.support.ops)
+                            if not self.unavailable[target.name] and (why := self.masked_reason(target, op))}}
         return self.unavailable[target.name]
 
     def must_run(self, target: Target) -> bool:
         """A required family's targets fail instead of skipping when the family itself cannot be loaded."""
-        if target.family.name not in self.required:
+        if target.family.name not in self.options.required:
             return False
         try:
             target.family.api()
@@ -54,103 +121,181 @@ class FuzzSession:
             return True
         return False
 
-    def summary_lines(self, targets) -> list[str]:
-        lines = [f"gdn-fuzz profile '{self.profile}' on {self.budget.device}:"]
-        for t in targets:
-            reason = self.reason_unavailable(t)
-            origin = f"override {t.family.override}" if t.overridden else "installed"
-            if reason:
-                lines.append(f"  {t.name:34s} UNAVAILABLE: {reason}")
-            else:
-                runs = ", ".join(f"{op} {n}" + (f" (stopped by the {self.test_seconds:g} s time box)"
-                                                 if (name, op) in self.boxed else "")
-                                 for (name, op), n in sorted(self.examples.items()) if name == t.name)
-                lines.append(f"  {t.name:34s} ran ({origin}, {t.family.version() or 'no version'}): "
-                             f"{runs or 'no examples (not selected)'}")
-                sem = t.semantics()
-                lines += [f"  {t.name:34s} UNAVAILABLE for {op}: {sem.masked_reason(op)}"
-                          for op in sorted(t.support.ops) if sem.masked_reason(op)]
-        if self.isolate:
-            from fuzz.run.worker import stats
+    def bugs(self, target: Target):
+        return target.known_bugs(self.options.masks)
 
-            s = stats()
-            cost = f", {sum(s.start_seconds) / len(s.start_seconds):.2f} s per start" if s.start_seconds else ""
-            lines.append(f"  isolated in worker processes (timeout {self.timeout:g} s): {s.calls} calls, "
-                         f"{s.starts} starts ({s.restarts} restarts{cost}), {s.crashes} crashes, {s.hangs} hangs")
-        return lines
+    def masked_reason(self, target: Target, op: str) -> str | None:
+        return masked_reason(self.bugs(target), op)
 
-    def time_boxed(self, test: str, target: Target, op: str) -> bool:
-        """Has this test spent its --gdn-test-seconds? Never once it has failed, so that Hypothesis can finish
-        shrinking (its minimal example is not lost). Later examples are still drawn (data generation stays stable)
-        but not checked or counted; the summary says which tests the time box stopped."""
-        if self.test_seconds is None or test in self.failed:
+    # ---- one example ---------------------------------------------------------------------------------------------
+    def example(self, target: Target, op: str, case: Case) -> CheckResult | None:
+        """The test body's check: a cached result, a new one, or None when the time box says not to check. Without
+        rounds (HypoFuzz, a direct call) every case is checked: HypoFuzz reads coverage from the checks."""
+        test = self._test
+        if test is not None and not test.round_failed_at and not _is_final():
+            test.drawn += 1
+        key = (target.name, repr(case))
+        if test is not None and key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        now = time.monotonic()
+        if test is not None and not test.may_check(now):
+            return None
+        result = self.check(target, case)
+        seconds = time.monotonic() - now
+        self._cache[key] = result
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        stage = "final" if _is_final() else "shrink" if test and test.round_failed_at else "generate"
+        self.report.record(test.nodeid if test else target.name, op, result, seconds, stage)
+        if test is not None:
+            if stage == "generate":
+                test.checked += 1
+                test.seconds_checking += seconds
+            if result.failure is not None:
+                k = result.failure.key
+                test.first_hits.setdefault(k, (now - test.started, test.checked))
+                test.hits[k] = test.hits.get(k, 0) + 1
+        if result.failure is not None:
+            self._log(target, result.failure)
+        return result
+
+    def check(self, target: Target, case: Case) -> CheckResult:
+        device = target.device(self.budget.device)
+        return check_isolated(target, case, device, self.options.timeout) if self.options.isolate else \
+            check(target, case, device)
+
+    def raises(self, failure: Failure) -> bool:
+        """Does this failure fail the current Hypothesis run? Not when an earlier round reported its key."""
+        test = self._test
+        if test is None:
+            return True
+        if failure.key in test.reported:
             return False
-        if time.monotonic() - self.started.setdefault(test, time.monotonic()) < self.test_seconds:
-            return False
-        self.boxed.add((target.name, op))
+        if test.round_failed_at is None:
+            test.round_failed_at = time.monotonic()
         return True
 
-    def log_failure(self, target: Target, error: Exception) -> None:
-        """Append each failing example to $GDN_FUZZ_LIVE_LOG as it happens (survives a killed run); read it back
-        with logged_failures()."""
-        if path := os.environ.get("GDN_FUZZ_LIVE_LOG"):
-            with open(path, "a") as f:
-                f.write(f"{target.name}\t{type(error).__name__}\t{str(error).splitlines()[0][:1000]}\n")
+    def _log(self, target: Target, failure: Failure) -> None:
+        if self.options.live_log:
+            with open(self.options.live_log, "a") as f:
+                f.write(json.dumps({"target": target.name, "kind": failure.kind, "case": repr(failure.case),
+                                    "key": failure.key,
+                                    "detail": failure.detail.splitlines()[0][:1000]}) + "\n")
 
-    def record(self, test: str, target: Target, case: Case, outcome: str) -> None:
-        """One example's numerics (error-to-bound ratio per judged kind; none under --gdn-isolate, where the
-        verdict runs in the worker) and outcome. `final`: Hypothesis's last replay of a shrunk failure."""
-        self.records.append({
-            "test": test, "target": target.name, "op": case.op, "case": repr(case), "T": case.T,
-            "state_dtype": case.state_dtype, "bucket": dispatch_bucket(target, case),
-            "ratios": {c["kind"]: c["ratio"] for c in verdict.COMPARED}, "outcome": outcome,
-            "final": current_build_context().is_final})
+    # ---- one fuzz test: rounds -----------------------------------------------------------------------------------
+    def run_test(self, nodeid: str, target: Target, op: str, test_fn) -> list[FailureRecord]:
+        """Run the fuzz test `test_fn` (fuzz_test's) in rounds; return its distinct shrunk failures."""
+        now = time.monotonic()
+        box = self.options.test_seconds
+        test = self._test = TestRun(nodeid, target, op, now, now + box if box else None,
+                                     shrink_seconds=self.options.shrink_seconds)
+        budget = self.options.examples or settings.default.max_examples
+        base_seed = self.options.seed if self.options.seed is not None else _seed_of(nodeid, self.profile)
+        try:
+            while budget - test.drawn > 0 and (test.deadline is None or time.monotonic() < test.deadline):
+                drawn = test.drawn
+                self._round(test, test_fn, self._round_size(test, budget - test.drawn), base_seed)
+                if test.drawn == drawn:  # a round that drew nothing new (its search space is exhausted)
+                    break
+        finally:
+            self._test = None
+        self.report.tests[nodeid] = {
+            "target": target.name, "op": op, "rounds": test.rounds, "checked": test.checked,
+            "seconds": round(time.monotonic() - test.started, 2), "box": box, "boxed": test.boxed,
+            "failures": list(test.reported)}
+        return list(test.reported.values())
 
-    def write_report(self, path: str, targets, failures: list[dict]) -> None:
-        report = {
-            "profile": self.profile, "device": self.budget.device,
-            "targets": {t.name: {"unavailable": self.reason_unavailable(t),
-                                 "version": None if self.reason_unavailable(t) else t.family.version(),
-                                 "examples": {op: n for (name, op), n in self.examples.items() if name == t.name}}
-                        for t in targets},
-            "failures": failures,
-            "time_boxed": sorted(f"{name} {op}" for name, op in self.boxed),
-            "records": self.records,
-        }
-        Path(path).write_text(json.dumps(report, indent=1) + "\n")
+    def _round_size(self, test: TestRun, left: int) -> int:
+        if test.deadline is None:
+            return left
+        per = test.seconds_per_example
+        if per is None:
+            return min(left, FIRST_ROUND)
+        return max(1, min(left, int((test.deadline - time.monotonic()) / max(per, 1e-3))))
+
+    def _round(self, test: TestRun, test_fn, examples: int, base_seed: int) -> None:
+        first = test.rounds == 0
+        phases = [p for p in settings.default.phases
+                  if (first or p not in (hypothesis.Phase.explicit, hypothesis.Phase.reuse))
+                  and (self.options.shrink or p is not hypothesis.Phase.shrink)]
+        inner = test_fn.gdn_inner
+        # Hypothesis's pytest plugin gives each parametrized test its own database key the same way.
+        inner._hypothesis_internal_add_digest = test.nodeid.encode()
+        # settings outermost: @seed applied last would turn the example database off.
+        run = settings(settings.default, max_examples=examples, phases=phases)(seed(base_seed + test.rounds)(
+            given(data=st.data())(inner)))
+        test.rounds += 1
+        test.round_failed_at = None
+        try:
+            run(target=test.target)
+        except Exception as error:  # noqa: BLE001 - findings are sorted out below, anything else is re-raised
+            found = failures_in(error)
+            if not found:
+                raise
+            for failure in found:
+                self._reported(test, failure)
+
+    def _reported(self, test: TestRun, failure: Failure) -> None:
+        if failure.key in test.reported:
+            return
+        seconds, before = test.first_hits.get(failure.key, (time.monotonic() - test.started, test.checked))
+        record = FailureRecord(test.nodeid, test.target.name, failure, seconds, before,
+                               test.hits.get(failure.key, 1), minimal=self.options.shrink)
+        record.reproduced_on_rerun = self.check(test.target, failure.case).failure is not None
+        test.reported[failure.key] = record
+        self.report.add_failure(record)
 
 
 def logged_failures(path: Path) -> list[tuple[str, str, Case]]:
-    """(target, failure class, case) for each line FuzzSession.log_failure wrote; a message starts with the
-    failing case's coordinate."""
+    """(target, failure class, case) for each line FuzzSession._log wrote (--gdn-live-log)."""
     lines = path.read_text().splitlines() if path.exists() else []
-    return [(target, kind, Case.parse(message.split(": ", 1)[0]))
-            for target, kind, message in (line.split("\t", 2) for line in lines if line.count("\t") >= 2)]
+    return [(d["target"], d["kind"], Case.parse(d["case"])) for d in map(json.loads, filter(None, lines))]
+
+
+def _origin(target: Target) -> str:
+    return f"override {target.family.override}" if target.overridden else "installed"
+
+
+def _seed_of(nodeid: str, profile: str) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{profile}:{nodeid}".encode()).digest()[:4], "big")
+
+
+def _is_final() -> bool:
+    try:
+        return current_build_context().is_final
+    except InvalidArgument:  # outside a Hypothesis test
+        return False
+
+
+def active_session() -> FuzzSession:
+    """The session of the running pytest process (set by fuzz.run.plugin at configure time)."""
+    from fuzz.run import plugin
+
+    if plugin.ACTIVE is None:
+        raise RuntimeError("no gdn-fuzz session: run the fuzz tests through pytest (fuzz/conftest.py configures it)")
+    return plugin.ACTIVE
 
 
 def fuzz_test(op: str):
-    """A Hypothesis test for one operation; conftest parametrizes `target` over the registry."""
+    """The Hypothesis test for one operation; fuzz/conftest.py parametrizes `target` over the registry. It takes no
+    pytest fixture beside `target`, so HypoFuzz can run it as it is."""
 
-    @given(data=st.data())
-    def test(target: Target, data, gdn: FuzzSession, request) -> None:
-        reason = gdn.reason_unavailable(target)
-        if reason:  # reached only for a --gdn-require'd family
-            pytest.fail(f"{target.name} is required but unavailable: {reason}")
-        case = data.draw(cases(target, op, gdn.budget), label="case")
-        if gdn.time_boxed(request.node.nodeid, target, op):  # after the draw: data generation stays stable
+    def test(target: Target, data) -> None:
+        session = active_session()
+        case = data.draw(cases(target, op, session.budget, session.bugs(target)), label="case")
+        result = session.example(target, op, case)
+        if result is None:  # past the time box: drawn, not checked
             return
-        gdn.examples[(target.name, op)] += 1
-        try:
-            if gdn.isolate:
-                check_isolated(target, case, target.device(gdn.budget.device), gdn.timeout)
-            else:
-                check(target, case, target.device(gdn.budget.device))
-        except Exception as e:
-            gdn.failed.add(request.node.nodeid)
-            gdn.log_failure(target, e)
-            gdn.record(request.node.nodeid, target, case, type(e).__name__)
-            raise
-        gdn.record(request.node.nodeid, target, case, "pass")
+        for text in result.events:
+            hypothesis.event(text)
+        if result.comparisons:
+            hypothesis.target(min(result.worst_ratio, 1e6))  # unlabelled: HypoFuzz buckets it (log2)
+        if result.failure is not None and session.raises(result.failure):
+            raise result.failure.exception()
 
-    test.gdn_op = op
-    return test
+    wrapped = given(data=st.data())(test)
+    wrapped.gdn_op, wrapped.gdn_inner = op, test
+    return wrapped

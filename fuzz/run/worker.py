@@ -4,11 +4,9 @@ An illegal memory access poisons a CUDA context for good: every later call in th
 crashing case would turn the rest of a run into noise. With isolation on (`--gdn-isolate`, recommended for
 the GPU profiles), each check (`fuzz.run.harness.check`: materialization, oracle, kernel call and verdict) runs
 in a child process started with the "spawn" method (a fresh interpreter with its own CUDA context; never
-fork, the parent may have CUDA initialised). Only the Case goes in; a small answer comes back, and the
-parent raises what an in-process check would have raised:
+fork, the parent may have CUDA initialised). Only the Case goes in; the child's CheckResult comes back as it is
+(comparisons, phase times, coverage events and failure included), except where the child could not finish:
 
-  * nothing: the check passed (the child's coverage events are replayed into Hypothesis);
-  * a verdict failure: the same `verdict` class with the same message;
   * the child died (signal, nonzero exit, closed pipe): `KernelCrash`, with the exit status and the last
     lines of the child's stderr (faulthandler writes the Python stack there on SIGSEGV / SIGABRT / SIGBUS);
   * an error that poisons the CUDA context (its text names an illegal address, a launch failure, a device
@@ -23,12 +21,11 @@ context and loading compiled kernels: keep compile caches on disk (Triton: TRITO
 ~/.triton/cache; FlashInfer's CuTe DSL objects: FLASHINFER_WORKSPACE_BASE); the child inherits the parent's
 environment. Workers are cached per (family overrides, device) and stopped at exit.
 
-Every isolated failure is raised from this module, so Hypothesis tells isolated failures apart by class
-only (in-process it also uses the raising line).
 """
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import faulthandler
 import multiprocessing
 import os
@@ -41,9 +38,10 @@ import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from fuzz.judge import verdict
 from fuzz.case import Case
-from fuzz.judge.verdict import GdnFailure, KernelCrash, KernelHang
+from fuzz.judge.failures import KernelCrash, KernelHang, normalized
+from fuzz.run.harness import dispatch_bucket, failure_bucket
+from fuzz.run.result import CheckResult, Failure
 
 DEFAULT_TIMEOUT = 120.0  # seconds per call; the first call on a fresh worker may compile
 STARTUP_TIMEOUT = 300.0  # interpreter + torch + the fuzz package (no kernel compiles happen at start-up)
@@ -56,7 +54,6 @@ STDERR_LINES = 20  # stderr tail quoted in a crash / hang report
 
 # faulthandler lines that say nothing about the kernel: the spawn bootstrap frames, the extension list
 _NOISE = re.compile(r'File "(<string>|.*[/\\]multiprocessing[/\\][^"]*)"|^Extension modules:')
-_KINDS = {k.__name__: k for k in (GdnFailure, *verdict.FAILURE_KINDS)}
 _DIED, _TIMEOUT = "died", "timeout"
 
 
@@ -104,11 +101,10 @@ class Worker:
         return self._proc.pid if self.alive else None
 
     # ---- the call -----------------------------------------------------------------------------
-    def check(self, target, case: Case) -> None:
-        """`fuzz.run.harness.check(target, case, device)` in the child; raises what it raised, or
+    def check(self, target, case: Case) -> CheckResult:
+        """`fuzz.run.harness.check(target, case, device)` in the child: its CheckResult, or one holding a
         KernelCrash / KernelHang."""
         name = _registered(target)
-        verdict.COMPARED.clear()  # filled from the child's reply: a crash or hang leaves none
         if not self.alive:
             self.start()  # first call, or the last child crashed / hung / was discarded
         self.stats.calls += 1
@@ -120,34 +116,35 @@ class Worker:
         except BaseException:  # interrupted while a reply is pending: never reuse this child
             self.stop(graceful=False)
             raise
+        bucket = failure_bucket(target, case)
         if reply is _TIMEOUT:
             self.stats.hangs += 1
             tail = self._dump_stacks_and_kill()
-            raise KernelHang(f"{case!r}: {name} did not return within {self.timeout:g} s; worker killed. "
-                             f"Its stacks at the timeout (stderr):\n{tail}")
+            return _crashed(target, case, bucket, KernelHang(
+                case, f"{name} did not return within {self.timeout:g} s; worker killed",
+                cause="no return within the timeout"), f"its stacks at the timeout (stderr):\n{tail}")
         if reply is _DIED:
             self.stats.crashes += 1
             status = self._exit_status()
             self.stop(graceful=False)
-            raise KernelCrash(f"{case!r}: {name} killed the worker process ({status}); its last stderr "
-                              f"lines:\n{self._tail()}")
-        kind, cls_name, message, cause, events, compared, probe = reply
-        _replay(events)
-        verdict.COMPARED[:] = compared  # the child's error-to-bound ratios, for --gdn-report and the gate's drift
-        if probe or (kind != "ok" and poisoned(message)):
+            return _crashed(target, case, bucket, KernelCrash(
+                case, f"{name} killed the worker process ({status})", cause=f"worker died ({normalized(status)})"),
+                f"its last stderr lines:\n{self._tail()}")
+        kind, payload, probe = reply
+        if kind == "error":
+            raise WorkerError(f"{case!r}: the harness raised in the worker: {payload}")
+        result: CheckResult = payload
+        failure = result.failure
+        if probe or (failure is not None and poisoned(failure.detail)):
             self.stats.crashes += 1
             self.stop(graceful=False)
-            what = f"{cls_name}: {_without_case(message, case)}" if kind != "ok" else "the check passed"
-            raise KernelCrash(f"{case!r}: {name} poisoned the CUDA context ({what}"
-                              f"{f'; health probe: {probe}' if probe else ''}); worker discarded. Its last "
-                              f"stderr lines:\n{self._tail()}")
-        if kind == "fail":
-            failure = _KINDS.get(cls_name, GdnFailure)(message if cls_name in _KINDS else f"{cls_name}: {message}")
-            if cause and hasattr(failure, "add_note"):  # Python >= 3.11
-                failure.add_note(f"raised in the worker from:\n{cause}")
-            raise failure
-        if kind == "error":
-            raise WorkerError(f"{case!r}: the harness raised in the worker: {cls_name}: {message}\n{cause}")
+            what = f"{failure.kind}: {failure.detail}" if failure else "the check passed"
+            crash = KernelCrash(case, f"{name} poisoned the CUDA context ({what}"
+                                f"{f'; health probe: {probe}' if probe else ''}); worker discarded",
+                                cause=f"CUDA context poisoned ({failure.cause if failure else 'health probe'})")
+            return dataclasses.replace(result, failure=Failure.from_exception(
+                crash, bucket, (f"its last stderr lines:\n{self._tail()}",)))
+        return result
 
     # ---- the process --------------------------------------------------------------------------
     def start(self) -> None:
@@ -251,22 +248,13 @@ def _registered(target) -> str:
     return name
 
 
-def _replay(events) -> None:
-    from fuzz.run.harness import event
-
-    for text in events:
-        event(text)
-
-
-def _without_case(message: str, case: Case) -> str:
-    prefix = f"{case!r}: "
-    return message[len(prefix):] if message.startswith(prefix) else message
+def _crashed(target, case: Case, bucket: str, error, note: str) -> CheckResult:
+    return CheckResult(target.name, case, dispatch_bucket(target, case), Failure.from_exception(error, bucket, (note,)))
 
 
 # ---- the child ----------------------------------------------------------------------------------
 def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], log_path: str) -> None:
-    """Child main loop: ("check", target name, case) -> (kind, class name, message, cause, events, comparisons,
-    probe)."""
+    """Child main loop: ("check", target name, case) -> ("ok", CheckResult, probe) or ("error", text, probe)."""
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.dup2(log, 1)
     os.dup2(log, 2)  # sys.stdout / sys.stderr write to fds 1 / 2: now the log; so do C libraries
@@ -275,12 +263,10 @@ def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], lo
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     os.environ.update(env)
-    import fuzz.run.harness as harness
+    from fuzz.run.harness import check
     from fuzz.targets.registry import TARGETS, set_overrides
 
     set_overrides(overrides)
-    events: list[str] = []
-    harness.event = events.append  # check() records coverage; the parent replays it into Hypothesis
     by_name = {t.name: t for t in TARGETS}
     conn.send(("ready", os.getpid()))
     while True:
@@ -291,16 +277,11 @@ def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], lo
         if msg[0] == "stop":
             return
         _, name, case = msg
-        events.clear()
         try:
-            harness.check(by_name[name], case, device)
-            reply = ("ok", None, None, None)
-        except GdnFailure as e:
-            cause = "".join(traceback.format_exception(e.__cause__)) if e.__cause__ else None
-            reply = ("fail", type(e).__name__, str(e), cause)
+            reply = ("ok", check(by_name[name], case, device))
         except Exception as e:  # noqa: BLE001 - reported to the parent, which raises WorkerError
-            reply = ("error", type(e).__name__, str(e), "".join(traceback.format_exception(e)))
-        conn.send((*reply, list(events), list(verdict.COMPARED), _probe(device)))
+            reply = ("error", "".join(traceback.format_exception(e)))
+        conn.send((*reply, _probe(device)))
 
 
 def _probe(device: str) -> str | None:
@@ -341,9 +322,9 @@ def worker_for(device: str, timeout: float | None = None) -> Worker:
     return worker
 
 
-def check_isolated(target, case: Case, device: str, timeout: float | None = None) -> None:
+def check_isolated(target, case: Case, device: str, timeout: float | None = None) -> CheckResult:
     """`fuzz.run.harness.check` through the cached worker."""
-    worker_for(device, timeout).check(target, case)
+    return worker_for(device, timeout).check(target, case)
 
 
 def stats() -> WorkerStats:

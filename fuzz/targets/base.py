@@ -16,7 +16,8 @@ import torch
 
 from fuzz.case import Case
 from fuzz.generate.materialize import Tensors
-from fuzz.targets.semantics import MASKS, Semantics, semantics_for
+from fuzz.targets.known_bugs import KnownBug, known_bugs
+from fuzz.targets.semantics import Semantics, semantics_for
 
 
 class Unavailable(Exception):
@@ -60,13 +61,16 @@ class Support:
     def narrowed(self, **limits) -> Support:
         """This support with fewer choices: tuples keep the values they share with the limit, flags can only turn
         off, minimums only rise."""
-        def narrow(have, limit):
-            if isinstance(have, tuple):
-                return tuple(x for x in have if x in limit)
+        def narrow(name, have, limit):
+            if isinstance(have, (tuple, frozenset)):
+                return type(have)(x for x in have if x in limit)
             if isinstance(have, bool):
                 return have and limit
+            if name.startswith("max_"):  # a maximum (None: unbounded) only falls
+                return limit if have is None else min(have, limit)
             return max(have, limit)
-        return dataclasses.replace(self, **{name: narrow(getattr(self, name), limit) for name, limit in limits.items()})
+        return dataclasses.replace(self, **{name: narrow(name, getattr(self, name), limit)
+                                            for name, limit in limits.items()})
 
 
 @dataclass
@@ -143,18 +147,46 @@ class Target:
     def overridden(self) -> bool:
         return self.family.override is not None
 
-    def declared(self) -> Support:
-        """Support as the strategies see it: an override module has no hardware limits of its own; a known bug of
-        the installed release narrows what is drawn (its mask)."""
+    def declared(self, bugs: tuple[KnownBug, ...] = ()) -> Support:
+        """Support as the strategies see it: an override module has no hardware limits of its own; each known bug
+        given narrows what is drawn (its mask)."""
         sup = self.support
         if self.overridden:
             sup = dataclasses.replace(sup, head_dims=None, heads=None, arch=())
-        for bug in sorted(self.semantics().known_bugs):
-            sup = sup.narrowed(**MASKS[bug])
+        try:
+            narrowing = self.release_narrowing()
+        except Unavailable:
+            narrowing = {}
+        if isinstance(narrowing, dict):  # a reason instead: the target is unavailable (unavailable_reason says why)
+            sup = sup.narrowed(**narrowing)
+        for bug in bugs:
+            sup = sup.narrowed(**bug.mask)
         return sup
 
     def semantics(self) -> Semantics:
-        return semantics_for(self.path, self.family.version())
+        return semantics_for(self.path, self.release())
+
+    def release_support(self, api) -> dict | str:
+        """What the loaded API (the installed release or an override module) narrows `support` to: Support fields ->
+        limits (Support.narrowed), or the reason this target cannot run on it. Read from the API itself (its
+        signatures, availability flags), once per loaded API: see release_narrowing. Default: nothing narrowed."""
+        return {}
+
+    def release_narrowing(self) -> dict | str:
+        """release_support of the API loaded now, computed once per loaded API (the strategies ask per example)."""
+        api = self.api()
+        memo = self.__dict__.get("_release_memo")
+        if memo is None or memo[0] is not api:
+            memo = self._release_memo = (api, self.release_support(api))
+        return memo[1]
+
+    def release(self) -> str | None:
+        """The library release this target runs (None for an override module: it is no release)."""
+        return None if self.overridden else self.family.version()
+
+    def known_bugs(self, policy: str = "release") -> tuple[KnownBug, ...]:
+        """The known bugs whose masks apply here under a mask policy (fuzz.targets.known_bugs)."""
+        return known_bugs(self.path, self.release(), policy)
 
     def api(self):
         """What this target's `needs` are looked up on (the family's API unless a target loads more)."""
@@ -179,6 +211,15 @@ class Target:
             major = torch.cuda.get_device_capability()[0]
             if major not in self.support.arch:
                 return f"needs compute capability major in {self.support.arch}; this GPU is sm_{major}x"
+        try:  # what the loaded release cannot do (a missing essential keyword, a kernel that failed to import)
+            narrowing = self.release_narrowing()
+        except Unavailable as e:
+            return str(e)
+        return narrowing if isinstance(narrowing, str) else None
+
+    def variant(self, case: Case) -> str | None:
+        """The kernel variant the library dispatches this case to, where it picks one by more than the compile key
+        (e.g. by B * HV); part of the case's dispatch bucket."""
         return None
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:

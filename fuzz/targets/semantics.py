@@ -2,12 +2,11 @@
 
 Kernels legitimately disagree on these; a disagreement is a row here, never tolerance slack.
 Rows are keyed by target path and the library versions they hold for, so the suite can run
-against other releases (the installed version picks the row).
+against other releases (the installed version picks the row; the first matching row wins, newest first).
+Confirmed bugs are not contracts: they live in fuzz.targets.known_bugs.
 """
 from __future__ import annotations
 
-import dataclasses
-import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -15,10 +14,9 @@ import torch
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from fuzz.case import TORCH_DTYPES
 from reference.contracts import PadContract, Precision
 
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 
 
 @dataclass(frozen=True)
@@ -44,13 +42,7 @@ class Semantics:
     norm_as_input: bool = False
     products_as_input: bool = False
     bf16_truncates: bool = False  # set for Triton kernels run by the CPU interpreter (see Precision)
-    known_bugs: frozenset = frozenset()  # KNOWN_BUGS keys for this release (filled from KNOWN)
     why: str = ""
-
-    def masked_reason(self, op: str) -> str | None:
-        """Why `op` is not fuzzed on this path at this release (a known bug makes every case of it fail)."""
-        bugs = sorted(b for b in self.known_bugs if MASKED_OPS.get(b) == op)
-        return "; ".join(f"known bug {b}: {KNOWN_BUGS[b]} (corpus/ replays it)" for b in bugs) or None
 
     def output_dtype(self, case) -> torch.dtype:
         return TORCH_DTYPES[case.input_dtype if self.output in ("q", "v") else self.output]
@@ -77,72 +69,6 @@ class Row:
     semantics: Semantics = field(default_factory=Semantics)
 
 
-# Confirmed findings (each has a corpus/ entry that replays it). While KNOWN lists one for the installed
-# release, the strategies stop drawing its trigger so a campaign keeps finding *new* bugs; the corpus replay
-# turns the mask into a failure the day the library fixes it.
-KNOWN_BUGS = {
-    "unchecked-gva": "HV not a multiple of H is accepted and computed with a wrong head map",
-    "strided-write-lost": "@input_guard .contiguous() copies the pool / intermediate buffer: writes to a strided "
-                          "view are lost",
-    "size1-layout": "CuTe DSL compile fails (\"Can't deduce the leading dimension\") at B = 1, H = HV = 1; "
-                    "the exact trigger is not isolated yet; masked by drawing HV >= 2",
-    "mtp-t1-layout": "gated_delta_rule_mtp at T = 1 fails to compile (\"Can't deduce the leading dimension\") "
-                     "for every B, H, HV tried; T = 2 runs: masked by not fuzzing its T = 1 (decode) at all",
-    "bf16-i64-indices": "bf16-state kernels fail to compile with int64 initial_state_indices (TYPE_UNSTABLE_JOIN: "
-                        "the -1 -> 0 redirect assigns an Int32 to the Int64 cache_idx); masked by int32 indices",
-    "fp16-output-roundtrip": "gated_delta_rule_mtp with an fp16 output stages it as bf16 and copies every row back "
-                             "(run_mtp_decode: output.to(bfloat16) ... output_writeback.copy_), so padded requests' "
-                             "rows, left untouched by contract, are rounded to bf16; masked by bf16 inputs only",
-    "wide-vec-no-writeback": "bf16-state gated_delta_rule_mtp with an intermediate_states_buffer and state updates "
-                             "on does not write the final state to the pool when B*HV >= 128 (its wide_vec kernel: "
-                             "'caller must read the final state from buffer[:, T-1]'); below 128 the ILP4 kernel "
-                             "writes it; masked by drawing the buffer only with disable_state_update",
-    "sliced-inter-rejected": "the intermediate buffer must be contiguous: a sliced [:, :T] view of a larger cache is "
-                             "rejected (accepted since 0.7.4); masked by drawing whole buffers",
-    "inter-row-stride-T": "the intermediate buffer [B, cache_steps, HV, V, K] is indexed with row stride T instead "
-                          "of cache_steps (flat_idx = i_n * T * HV + i_t * HV + i_hv), so with more steps than T "
-                          "every row after the first lands in the wrong place (0.7.4: i_n * cache_steps + i_t); "
-                          "masked by drawing buffers of exactly T steps",
-    "strided-pool-capacity-key": "a strided (non-contiguous) pool is compiled with its whole static layout, capacity "
-                                 "included, but the compile key holds only its strides (pool_strides_key), so a "
-                                 "later call on a pool of another capacity is rejected ('Mismatched "
-                                 "h0_source.shape[0]'), from the on-disk kernel cache too (0.7.4 keys the capacity); "
-                                 "masked by contiguous pools",
-}
-# Each bug's mask: the Support fields the strategies draw with while it is known (Support.narrowed: choices are
-# intersected, flags only turn off, minimums only rise).
-MASKS = {
-    "unchecked-gva": {"invalid_gva": False},
-    "strided-write-lost": {"strided_pool": False, "sliced_intermediate": False},
-    "size1-layout": {"gva_ratios": (2, 4)},
-    "mtp-t1-layout": {"verify_min_T": 2},
-    "bf16-i64-indices": {"index_dtypes": ("i32",)},
-    "fp16-output-roundtrip": {"input_dtypes": ("bf16",)},
-    "wide-vec-no-writeback": {"buffer_with_update": False},
-    "sliced-inter-rejected": {"sliced_intermediate": False},
-    "inter-row-stride-T": {"spare_steps": False},
-    "strided-pool-capacity-key": {"strided_pool": False},
-}
-# Known bugs that make a whole operation unusable on a path: the test is skipped, with this as its reason.
-MASKED_OPS = {"mtp-t1-layout": "decode"}
-# (path, versions the bug was seen on, bugs): the masks hold for those releases only, and never for an override
-# module (no version), whose bugs nobody knows yet.
-KNOWN: tuple[tuple[str, str, frozenset], ...] = (
-    ("fla.fused_recurrent", "==0.6.0", frozenset({"unchecked-gva"})),
-    ("fla.fused_recurrent.loggates", "==0.6.0", frozenset({"unchecked-gva"})),
-    ("sglang.sigmoid_gating", "==0.5.23", frozenset({"unchecked-gva"})),
-    ("sglang.recurrent_update", "==0.5.23", frozenset({"unchecked-gva", "strided-write-lost"})),
-    ("flashinfer.pretranspose.fp32", "==0.7.4", frozenset({"size1-layout", "unchecked-gva"})),
-    ("flashinfer.pretranspose.fp32", "==0.7.2.post1", frozenset({"unchecked-gva"})),
-    ("flashinfer.bf16", "==0.7.4", frozenset({"size1-layout", "bf16-i64-indices", "unchecked-gva",
-                                              "wide-vec-no-writeback"})),
-    ("flashinfer.bf16", "==0.7.2.post1", frozenset({"unchecked-gva", "wide-vec-no-writeback"})),
-    ("flashinfer.decode.kmajor", "==0.7.4", frozenset({"size1-layout", "unchecked-gva"})),
-    ("flashinfer.mtp.fp32", "==0.7.4", frozenset({"size1-layout", "mtp-t1-layout", "fp16-output-roundtrip"})),
-    ("flashinfer.mtp.fp32", "==0.7.2.post1", frozenset({"fp16-output-roundtrip", "sliced-inter-rejected",
-                                                        "inter-row-stride-T", "strided-pool-capacity-key"})),
-)
-
 SKIP_ZERO = PadContract("negative", "skip_zero", "skip")
 ZERO_STATE = PadContract("negative", "zero_state", "skip")
 
@@ -158,25 +84,47 @@ TABLE: tuple[Row, ...] = (
         pad=ZERO_STATE,
         why="idx < 0: zero state, output still computed, scratch row still written")),
     Row("sglang.recurrent_update", ">=0.5.12", Semantics(pad=ZERO_STATE, gates="log")),
-    # FlashInfer 0.7.4 (flashinfer_gdn.md §4). Inputs are consumed as bf16 (as_bf16), output is bf16.
+    # FlashInfer decode, 0.6.5 .. 0.7.4 (flashinfer_gdn.md §4; docs/research/flashinfer-releases.md §3-§5). The
+    # intended contract of each path is one across the range; what a release lacks (a pool before 0.6.6 / 0.6.7,
+    # split write slots before 0.6.9 / 0.6.14, verify flags on the pretranspose before 0.7.0) narrows its Support
+    # (fuzz.targets.flashinfer.FlashInferTarget.plan), not its row. Every kernel consumes q, k, v as bf16 and writes a
+    # bf16 output; fp16 inputs are converted by value from 0.7.2 (fp32 pretranspose), 0.6.18 (fp32 MTP, bf16 state;
+    # 0.6.5 .. 0.6.7 bf16-state kernels read them by value into fp32, which the bf16 model bounds), while the releases
+    # between reinterpret fp16 bits as bf16: a bug the fuzzer finds, so never a row. Likewise bugs, not rows: the bf16
+    # pool's unguarded -1 (0.6.6), use_qk_l2norm=False ignored on bf16 (0.6.5 .. 0.6.7), lost writes to strided
+    # buffers, intermediate rows at stride T, unchecked HV % H.
     Row("flashinfer.pretranspose.fp32", ">=0.6.5", Semantics(
         pad=PadContract("negative", "skip_zero", "slot0"), inputs_as="bf16", output="bf16",
-        why="pool_idx < 0: output row zeroed, no state I/O; out_pool_idx < 0 -> 0")),
+        why="pool_idx < 0: output row zeroed, no state I/O (pool from 0.6.7); out_pool_idx < 0 -> 0 (0.6.9+, the "
+            "null slot); 0.6.5, 0.6.6: no fp32 pool, the batch's states are passed as `state`")),
     Row("flashinfer.decode.kmajor", ">=0.6.5", Semantics(inputs_as="bf16", output="bf16",
                                                          why="no pool: the state tensor is the batch")),
     Row("flashinfer.bf16", ">=0.6.5", Semantics(
         pad=PadContract("negative", "slot0", "slot0"), inputs_as="bf16", output="bf16",
-        why="cache_idx < 0 -> 0 for read and write; padded output undefined")),
+        why="cache_idx < 0 -> 0 for read and write (0.6.7+: the fix of 0.6.6's unguarded read); padded output "
+            "undefined; 0.6.5: no pool; T <= 4 before 0.6.8")),
     Row("flashinfer.mtp.fp32", ">=0.6.5", Semantics(
         pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16",
-        why="cache_idx < 0: row skipped, caller's output untouched; write idx < 0: write-back skipped")),
-    # FlashInfer 0.7.4 varlen prefill (gdn_prefill.py; 0.7.2.post1 has no output_state_indices, so no -1 padding).
+        why="cache_idx < 0: row skipped, caller's output untouched; write idx < 0: write-back skipped "
+            "(output_state_indices, 0.6.14+)")),
+    # FlashInfer varlen prefill (gdn_prefill.py, research §8). g is linear alpha (the adapter passes exp(g)) and beta
+    # fp32 on every release; q/k/v/output share q's dtype; the chunk kernels' MMAs take the fp32 state, S k and the new
+    # values u in q's dtype (delta_rule_sm90.py: make_acc_into_op(..., self.dtype)); q, k reach them l2-normalized and
+    # rounded to q's dtype: by the library on the host from 0.7.1 (normalize_qk), by the adapter before (those releases
+    # ignore use_qk_l2norm_in_kernel: the adapter normalizes and passes False, FlashInferPrefill).
     Row("flashinfer.prefill.chunk", ">=0.7.4", Semantics(
         pad=ZERO_STATE, gates="log", output="q", norm_as_input=True, products_as_input=True,
         why="with output_state_indices: read id -1 starts from the zero state, write id -1 skips the store, an empty "
-            "sequence stores nothing; g is passed as linear alpha = exp(g); q/k/v/output share q's dtype; "
-            "normalize_qk rounds the normalized q, k back to it; the SM90 chunk kernel's MMAs take the fp32 state, "
-            "S k and the new values u in q's dtype (delta_rule_sm90.py: make_acc_into_op(..., self.dtype))")),
+            "sequence stores nothing; normalize_qk on the host")),
+    Row("flashinfer.prefill.chunk", ">=0.7.1,<0.7.4", Semantics(
+        gates="log", output="q", norm_as_input=True, products_as_input=True,
+        why="state_indices name pool rows (0.7.0+ on SM90) but -1 is no id (no output_state_indices): identity "
+            "slots, no padding; normalize_qk on the host")),
+    Row("flashinfer.prefill.chunk", ">=0.6.5,<0.7.1", Semantics(
+        gates="log", output="q", norm_as_input=True, products_as_input=True,
+        why="use_qk_l2norm_in_kernel is ignored: the adapter l2-normalizes q, k in fp32, rounds them to q's dtype and "
+            "passes False; sequence-ordered states before 0.7.0 (SM90), identity slots, no padding; 0.6.5 .. 0.6.13 "
+            "SM90 is CUDA C++ built by nvcc from flashinfer/data at the first call")),
 )
 
 # FlashInfer's SM100-only paths (fuzz/targets/flashinfer_sm100.py), as read in the 0.7.4 wheel. Cake kernels test each
@@ -203,13 +151,10 @@ TABLE += (
 
 
 def semantics_for(path: str, version: str | None) -> Semantics:
-    """The row for `path` whose version range holds `version` (None: the library has no version), with the
-    bugs known for exactly that release."""
+    """The row for `path` whose version range holds `version` (None: an override module without a release, which
+    gets the path's newest row)."""
     held = lambda spec: not spec or (version is not None and Version(version) in SpecifierSet(spec))  # noqa: E731
-    # The upgrade gate masks every release's known bugs on both sides, so that both draw the same cases.
-    mask = (lambda spec: True) if os.environ.get("GDN_FUZZ_MASK_ALL") else held  # noqa: E731
     for row in TABLE:
         if row.path == path and (version is None or held(row.versions)):
-            bugs = frozenset().union(*(b for p, spec, b in KNOWN if p == path and version is not None and mask(spec)))
-            return dataclasses.replace(row.semantics, known_bugs=bugs)
-    raise LookupError(f"no semantics row for {path} at version {version}: add one to fuzz/semantics.py")
+            return row.semantics
+    raise LookupError(f"no semantics row for {path} at version {version}: add one to fuzz/targets/semantics.py")

@@ -1,0 +1,5 @@
+import sys
+
+from fuzz.cli.main import main
+
+sys.exit(main())

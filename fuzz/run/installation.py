@@ -1,0 +1,48 @@
+"""An installation of the target libraries to run the fuzz suites against: a python executable (a venv's bin/python,
+or the venv directory) or a directory put first on PYTHONPATH (`pip install --no-deps --target DIR lib==X`). The gate
+compares two; a campaign fuzzes several releases at once. Every run uses this gdn-fuzz's fuzz suites."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import fuzz
+
+SUITES = Path(fuzz.__file__).resolve().parent  # fuzz/: the fuzz tests and their conftest, checkout or installed
+
+
+@dataclass
+class Installation:
+    label: str  # what the reports call it: "baseline", "0.6.10", ...
+    spec: str  # the python or directory the user gave
+    python: str = sys.executable
+    env: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.spec:  # this interpreter, as it is
+            return
+        path = Path(self.spec)
+        if path.is_dir() and (path / "bin" / "python").exists():
+            path = path / "bin" / "python"
+        if path.is_file():
+            self.python = str(path)
+        elif path.is_dir():
+            self.env = {"PYTHONPATH": os.pathsep.join(p for p in (str(path.resolve()), os.environ.get("PYTHONPATH"))
+                                                      if p)}
+        else:
+            raise ValueError(f"{self.label} {self.spec!r}: not a python executable, a venv or a directory")
+
+    def pytest(self, args: list[str], log: Path) -> subprocess.Popen:
+        """Start `pytest fuzz/ ARGS` on this installation, its output into `log`."""
+        with open(log, "w") as out:
+            return subprocess.Popen([self.python, "-m", "pytest", str(SUITES), *args], cwd=SUITES.parent, stdout=out,
+                                    stderr=subprocess.STDOUT, env={**os.environ, **self.env})
+
+
+def parse(spec: str) -> Installation:
+    """LABEL=PATH, or PATH (labelled by itself)."""
+    label, sep, path = spec.partition("=")
+    return Installation(label, path) if sep else Installation(spec, spec)

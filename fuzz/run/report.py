@@ -1,0 +1,160 @@
+"""The run report: what ran on which target, every distinct failure with its minimal case, and one record per
+checked example. One RunReport per pytest process; under pytest-xdist each worker sends its report to the
+controller, which merges them (`merge`), so the summary and `--gdn-report` cover the whole run.
+
+JSON (schema 2): {"schema", "profile", "device", "environment", "targets": {name: {"unavailable", "version",
+"origin", "examples": {op: n}, "distinct": {op: n}}}, "tests": {nodeid: {...}}, "failures": [...], "errors": [...],
+"records": [...]}.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fuzz.run.result import CheckResult, Failure
+
+SCHEMA = 2
+
+
+@dataclass
+class FailureRecord:
+    """One distinct failure (a failure key) of one test: the minimal case Hypothesis shrank it to, when and how
+    often it was hit."""
+
+    test: str
+    target: str
+    failure: Failure
+    first_hit_seconds: float  # from the start of its test
+    examples_before: int  # examples the test checked before the first hit
+    hits: int = 1
+    minimal: bool = False  # shrunk (False: the first case seen, e.g. when the shrink was cut off)
+    reproduced_on_rerun: bool | None = None  # the minimal case checked again at the end (None: not re-run);
+    # False: its outcome depends on earlier calls (a compile cache, state) or the kernel is nondeterministic
+    corpus: str | None = None  # the corpus entry written for it
+
+    def to_json(self) -> dict:
+        f = self.failure
+        return {"test": self.test, "target": self.target, "key": f.key, "kind": f.kind, "case": repr(f.case),
+                "detail": f.detail, "cause": f.cause, "bucket": f.bucket, "notes": list(f.notes),
+                "first_hit_seconds": round(self.first_hit_seconds, 3), "examples_before": self.examples_before,
+                "hits": self.hits, "minimal": self.minimal, "reproduced_on_rerun": self.reproduced_on_rerun,
+                "corpus": self.corpus}
+
+    @classmethod
+    def from_json(cls, d: dict) -> FailureRecord:
+        from fuzz.case import Case
+
+        failure = Failure(d["kind"], Case.parse(d["case"]), d["detail"], d["cause"], d["bucket"], tuple(d["notes"]))
+        return cls(d["test"], d["target"], failure, d["first_hit_seconds"], d["examples_before"], d["hits"],
+                   d["minimal"], d["reproduced_on_rerun"], d["corpus"])
+
+
+@dataclass
+class RunReport:
+    profile: str
+    device: str
+    environment: dict = field(default_factory=dict)
+    targets: dict = field(default_factory=dict)  # name -> {"unavailable", "version", "origin"}
+    examples: Counter = field(default_factory=Counter)  # (target, op) -> examples checked
+    distinct: dict = field(default_factory=lambda: defaultdict(set))  # (target, op) -> case coordinates
+    tests: dict = field(default_factory=dict)  # nodeid -> {"target", "op", "seconds", "rounds", "boxed", ...}
+    failures: list = field(default_factory=list)  # FailureRecord
+    errors: list = field(default_factory=list)  # {"test", "message"}: failed tests that are not fuzz findings
+    records: list = field(default_factory=list)  # one dict per checked example
+    phases: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> phase -> seconds
+
+    # ---- filling ---------------------------------------------------------------------------------------------
+    def record(self, test: str, op: str, result: CheckResult, seconds: float, stage: str) -> None:
+        """One checked example. stage: "generate", "shrink" or "final" (Hypothesis's last replay)."""
+        key = (result.target, op)
+        self.examples[key] += 1
+        self.distinct[key].add(repr(result.case))
+        for name, s in result.phases.items():
+            self.phases[result.target][name] += s
+        case = result.case
+        self.records.append({
+            "test": test, "target": result.target, "op": op, "case": repr(case), "T": case.T,
+            "state_dtype": case.state_dtype, "bucket": result.bucket, "outcome": result.outcome, "stage": stage,
+            "ratios": {c.kind: c.ratio for c in result.comparisons}, "seconds": round(seconds, 4)})
+
+    def add_failure(self, record: FailureRecord) -> None:
+        self.failures.append(record)
+
+    # ---- reading ---------------------------------------------------------------------------------------------
+    def failures_of(self, test: str) -> list[FailureRecord]:
+        return [f for f in self.failures if f.test == test]
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"gdn-fuzz profile '{self.profile}' on {self.device}:"]
+        for name, t in self.targets.items():
+            if t["unavailable"]:
+                lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
+                continue
+            runs = [f"{op} {n} ({len(self.distinct[(name, op)])} distinct)"
+                    + "".join(f" (stopped by its {info['box']:g} s time box)" for test, info in self.tests.items()
+                              if info["target"] == name and info["op"] == op and info.get("boxed"))
+                    for (tn, op), n in sorted(self.examples.items()) if tn == name]
+            lines.append(f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
+                         f"{', '.join(runs) or 'no examples (not selected)'}")
+            lines += [f"  {name:34s} UNAVAILABLE for {op}: {why}" for op, why in sorted(t.get("ops_off", {}).items())]
+        if self.failures:
+            lines.append(f"  {len(self.failures)} distinct failure(s):")
+            for f in self.failures:
+                state = "minimal" if f.minimal else "NOT minimal (shrink cut off)"
+                alone = "; did NOT reproduce when re-run: depends on earlier calls" if f.reproduced_on_rerun is False \
+                    else ""
+                lines.append(f"    {f.failure.kind} on {f.target} ({state}, first hit after "
+                             f"{f.first_hit_seconds:.1f} s, "
+                             f"{f.hits} hit(s){alone}): {f.failure.message.splitlines()[0][:300]}")
+        return lines
+
+    # ---- JSON ------------------------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        targets = {}
+        for name, t in self.targets.items():
+            ops = {op for tn, op in self.examples if tn == name}
+            targets[name] = {**t, "examples": {op: self.examples[(name, op)] for op in sorted(ops)},
+                             "distinct": {op: len(self.distinct[(name, op)]) for op in sorted(ops)}}
+        return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
+                "targets": targets, "tests": self.tests, "failures": [f.to_json() for f in self.failures],
+                "errors": self.errors, "records": self.records,
+                "phases": {t: dict(p) for t, p in self.phases.items()}}
+
+    @classmethod
+    def from_json(cls, d: dict) -> RunReport:
+        report = cls(d["profile"], d["device"], d.get("environment", {}))
+        for name, t in d["targets"].items():
+            report.targets[name] = {k: v for k, v in t.items() if k not in ("examples", "distinct")}
+            for op, n in t.get("examples", {}).items():
+                report.examples[(name, op)] = n
+        for r in d["records"]:
+            report.distinct[(r["target"], r["op"])].add(r["case"])
+        report.tests = d.get("tests", {})
+        report.failures = [FailureRecord.from_json(f) for f in d.get("failures", [])]
+        report.errors = d.get("errors", [])
+        report.records = d["records"]
+        for t, p in d.get("phases", {}).items():
+            report.phases[t].update(p)
+        return report
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n")
+
+    def merge(self, other: RunReport) -> None:
+        """Add another process's report (an xdist worker's) to this one."""
+        self.environment = self.environment or other.environment
+        for name, t in other.targets.items():
+            mine = self.targets.setdefault(name, t)
+            if mine["unavailable"] and not t["unavailable"]:  # a worker that collected no test of it knows less
+                self.targets[name] = t
+        self.examples.update(other.examples)
+        for key, cases in other.distinct.items():
+            self.distinct[key] |= cases
+        self.tests.update(other.tests)
+        self.failures += other.failures
+        self.errors += other.errors
+        self.records += other.records
+        for t, p in other.phases.items():
+            self.phases[t].update(p)
