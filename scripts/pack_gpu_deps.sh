@@ -4,12 +4,12 @@
 # (chunk_gated_delta_rule, SM90 = CuTe DSL delta_rule_dsl/delta_rule_sm90.py) kernels and
 # fla-core's Triton GDN kernels.  Adapted from shared/gpu/pack_gpu_deps.sh.
 #
-# Two modes:
+# Modes:
 #   bash scripts/pack_gpu_deps.sh [OUTDIR]        (default OUTDIR=.gpu; ~61.5 MiB)
 #     ir.so.xz    nvidia-cutlass-dsl-libs-cu13 _cutlass_ir.cu13...so (193 MB raw), xz --x86 -9e
 #     rt.so.xz    nvidia-cutlass-dsl-libs-cu13 libcute_dsl_runtime.so (43 MB raw)
 #                 (both are REUSED when already present in OUTDIR; FORCE=1 rebuilds them)
-#     site.tar.xz everything else: pruned flashinfer (closure of FI_STARTS, 4 stub __init__s),
+#     site.tar.xz everything else: pruned flashinfer (closure of its start modules, 4 stub __init__s),
 #                 cutlass DSL python (libs-base + libs-core, no iket), tvm_ffi (no 3rdparty/src),
 #                 fla-core, dist-info dirs.
 #     gpu_env.sh  device side: `. .gpu/gpu_env.sh` (unpacks once to /tmp/site, sets PYTHONPATH);
@@ -24,8 +24,38 @@
 #                             (= cp -al /tmp/site, flashinfer replaced) and exports
 #                             GDN_FI_BASELINE_SITE=/tmp/site-<tag> and GDN_FI_BASELINE_PYTHONPATH
 #                             (PYTHONPATH with /tmp/site -> /tmp/site-<tag>); PYTHONPATH unchanged.
-#     Requires the release to accept nvidia-cutlass-dsl 4.8.1 / apache-tvm-ffi 0.1.15.post2
-#     (checked against its METADATA below; the script stops otherwise).
+#
+#   FI_OVERLAYS="0.6.10 0.6.11 0.6.16.post4 0.7.2.post1" bash scripts/pack_gpu_deps.sh .gpu-fi
+#     flashinfer-overlays.tar.xz  ONE xz -9e archive holding every release's pruned tree under <tag>/
+#                             (tags: fi0610, fi0611, fi0616p4, fi072p1); the files are ordered by
+#                             their path inside the tree, so one file's releases sit side by side and
+#                             xz stores what they share once (a device call carries 64 MiB in all:
+#                             .gpu and the repo leave about 1.7 MB for this)
+#     use.sh                  device side, after `. .gpu/gpu_env.sh`: unpacks the archive once, builds
+#                             /tmp/site-<tag> per release (cp -al /tmp/site, flashinfer replaced) and
+#                             exports GDN_FI_TAGS="<tag> ...", and per tag GDN_FI_SITE_<tag>,
+#                             GDN_FI_VERSION_<tag> and GDN_FI_PYTHONPATH_<tag> (PYTHONPATH with
+#                             /tmp/site -> /tmp/site-<tag>); PYTHONPATH itself is left alone, e.g.
+#                             PYTHONPATH=$GDN_FI_PYTHONPATH_fi0610 python3 -m pytest fuzz/ -k flashinfer
+#
+#   Both overlay modes require each release to accept nvidia-cutlass-dsl 4.8.1 / apache-tvm-ffi
+#   0.1.15.post2 (checked against its METADATA; the script stops otherwise).
+#
+# Per release, prune_flashinfer derives the pruning from the wheel itself (docs/research/
+# flashinfer-releases.md §8.3):
+#   * start modules: gdn_decode and gdn_prefill, plus gdn_kernels.delta_rule_dsl (0.6.14+) and
+#     cute_dsl.availability (0.6.18+) where the wheel has them;
+#   * the gdn_kernels/__init__ stub: every name the release's real __init__ exports, resolved lazily
+#     from the module the real one imports it from, with the real except branch's fallback (None; False
+#     for 0.6.8-0.6.13's _has_blackwell_prefill, which gdn_prefill imports) and exception types;
+#   * the cute_dsl/__init__ stub: `from .availability import *` where availability.py exists, empty
+#     before 0.6.18 (0.6.12-0.6.13's bf16 kernels import flashinfer.cute_dsl.* modules, which would
+#     fail on the missing availability module and turn _GDN_DECODE_BF16_STATE_AVAILABLE off);
+#   * 0.6.5-0.6.13's SM90 prefill is CUDA C++ built by nvcc from flashinfer/data, which is not packed:
+#     the prefill target reports itself unavailable there (its Python closure is packed all the same).
+# Each pruned tree is then checked statically: fi_closure.py run again on the PRUNED tree (stubs as
+# written) from gdn_decode and gdn_prefill must resolve every intra-package import (no MISSING), and
+# every module the gdn_kernels stub names must be packed or in a skipped subtree; else the script stops.
 #
 # env WHEELDIR (default /tmp/gdn_wheels): where wheels are downloaded / reused from.
 # env FORCE=1: recompress ir.so.xz / rt.so.xz even if present.
@@ -37,17 +67,19 @@ OUTDIR="${1:-.gpu}"
 WHEELDIR="${WHEELDIR:-/tmp/gdn_wheels}"
 FI_VERSION="${FI_VERSION:-0.7.4}"
 FI_OVERLAY="${FI_OVERLAY:-}"
+FI_OVERLAYS="${FI_OVERLAYS:-}"
 STAGE="$(mktemp -d /tmp/gdn_stage.XXXXXX)"
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$WHEELDIR" "$OUTDIR"
 
-# flashinfer pruning: start modules, skipped subtrees, packages whose __init__ becomes a stub.
-#  - gdn_kernels.delta_rule_dsl: gdn_prefill gets chunk_gated_delta_rule_sm90 & co. through
+# flashinfer pruning: skipped subtrees, packages whose __init__ becomes a stub (start modules: per
+# release, see prune_flashinfer).
+#  - gdn_kernels.delta_rule_dsl (0.6.14+): gdn_prefill gets chunk_gated_delta_rule_sm90 & co. through
 #    the (stubbed) gdn_kernels/__init__, so the prefill kernels are an explicit start.
 #  - skipped: Cake (nvcc, SM100 only), cuDNN linear attention (only reached on cc (10,0)),
-#    experimental (sm120_cute backend), gdn_kernels.blackwell (SM100 prefill), green_ctx.
-#  - cute_dsl/__init__ imports every CuTe-DSL kernel family: stubbed to its availability probes.
-FI_STARTS=(flashinfer.gdn_decode flashinfer.gdn_prefill flashinfer.gdn_kernels.delta_rule_dsl)
+#    experimental (sm120_cute backend), gdn_kernels.blackwell (SM100 prefill; 0.6.8+), green_ctx.
+#    (0.6.7's gdn_kernels.blackwell_prefill is imported unguarded by its gdn_prefill: not skipped.)
+#  - cute_dsl/__init__ imports every CuTe-DSL kernel family: stubbed (see above).
 FI_SKIP=(flashinfer.jit.cake_gdn flashinfer.green_ctx flashinfer.cudnn flashinfer.experimental
          flashinfer.gdn_kernels.blackwell)
 FI_STUB=(flashinfer flashinfer.jit flashinfer.gdn_kernels flashinfer.cute_dsl)
@@ -63,19 +95,138 @@ pipdl() {
 }
 whl() { ls "$WHEELDIR"/$1 | head -1; }
 
+# gen_stub.py REAL_INIT > STUB: the lazy gdn_kernels/__init__ of one release, from its real __init__
+cat > "$STAGE/gen_stub.py" <<'EOF'
+import ast
+import sys
+
+tree = ast.parse(open(sys.argv[1]).read())
+lazy = {}  # name -> (modules that must import, attribute or None, value when they do, fallback, caught)
+
+
+def constant(node):
+    try:
+        return repr(ast.literal_eval(node))
+    except ValueError:
+        return None
+
+
+def assigned(stmts):
+    out = {}
+    for st in stmts:
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AnnAssign) else []
+        value = getattr(st, "value", None)
+        for t in targets:
+            if isinstance(t, ast.Name) and value is not None and constant(value) is not None:
+                out[t.id] = constant(value)
+    return out
+
+
+for node in tree.body:
+    if isinstance(node, ast.ImportFrom) and node.level == 1:  # unguarded in the real __init__
+        for a in node.names:
+            lazy[a.asname or a.name] = ((node.module,), a.name, "None", "None", "()")
+    elif isinstance(node, ast.Try):
+        mods, names, fallback, caught = [], {}, {}, []
+        for st in node.body:
+            if isinstance(st, ast.ImportFrom) and st.level == 1:
+                mods.append(st.module)
+                for a in st.names:
+                    names[a.asname or a.name] = (st.module, a.name)
+        for h in node.handlers:
+            fallback.update(assigned(h.body))
+            types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type is not None else []
+            caught += [t.id for t in types if isinstance(t, ast.Name)] or ["Exception"]
+        exc = "(" + "".join(c + ", " for c in dict.fromkeys(caught)) + ")"
+        for name, (mod, attr) in names.items():
+            lazy[name] = ((mod,), attr, "None", fallback.get(name, "None"), exc)
+        for name, value in assigned(node.body).items():  # e.g. _has_cute_dsl = True after the imports
+            lazy[name] = (tuple(mods), None, value, fallback.get(name, "None"), exc)
+
+out = [
+    "# pruned: import the kernel modules directly. The names this release's real __init__ exports resolve",
+    "# lazily (PEP 562) from the module the real one imports them from, with the real except branch's",
+    "# fallback and exception types (generated by scripts/pack_gpu_deps.sh from the release's own __init__).",
+    "import importlib",
+    "",
+    "_LAZY = {",
+]
+for name, (mods, attr, ok, fallback, exc) in lazy.items():
+    out.append(f"    {name!r}: ({tuple('.' + m for m in mods)!r}, {attr!r}, {ok}, {fallback}, {exc}),")
+out += [
+    "}",
+    "",
+    "",
+    "def __getattr__(name):",
+    "    if name not in _LAZY:",
+    "        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')",
+    "    mods, attr, ok, fallback, caught = _LAZY[name]",
+    "    try:",
+    "        loaded = [importlib.import_module(m, __name__) for m in mods]",
+    "        if attr is not None and not hasattr(loaded[0], attr):  # as `from .m import attr` would",
+    "            raise ImportError(f'cannot import name {attr!r} from {loaded[0].__name__!r}')",
+    "        value = ok if attr is None else getattr(loaded[0], attr)",
+    "    except caught:",
+    "        value = fallback",
+    "    globals()[name] = value",
+    "    return value",
+]
+print("\n".join(out))
+EOF
+
+# check_stub.py SITE SKIP...: every module the gdn_kernels stub names is packed or skipped
+cat > "$STAGE/check_stub.py" <<'EOF'
+import ast
+import sys
+from pathlib import Path
+
+site, skip = Path(sys.argv[1]), sys.argv[2:]
+tree = ast.parse((site / "flashinfer/gdn_kernels/__init__.py").read_text())
+table = next(n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "_LAZY")
+lazy = {ast.literal_eval(k): ast.literal_eval(v.elts[0]) for k, v in zip(table.keys, table.values)}  # name -> modules
+bad = []
+for name, mods in lazy.items():
+    for m in mods:
+        full = "flashinfer.gdn_kernels" + m
+        base = site.joinpath(*full.split("."))
+        packed = base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+        if not packed and not any(full == s or full.startswith(s + ".") for s in skip):
+            bad.append(f"{name} <- {full}")
+if bad:
+    sys.exit("the gdn_kernels stub names modules that are neither packed nor skipped: " + "; ".join(bad))
+print(f"{len(lazy)} stub names")
+EOF
+
+# check_pruned_tree VERSION SITE: the pruned tree resolves its own closure statically, stubs as written
+check_pruned_tree() {
+  local ver="$1" site="$2" names
+  python3 "$SHARED/fi_closure.py" "$site" flashinfer.gdn_decode flashinfer.gdn_prefill \
+    --skip "${FI_SKIP[@]}" >/dev/null 2>"$STAGE/recheck-$ver.err"
+  if grep MISSING "$STAGE/recheck-$ver.err"; then
+    echo "flashinfer $ver: the pruned tree does not resolve its own imports (see above)" >&2; exit 1
+  fi
+  names="$(python3 "$STAGE/check_stub.py" "$site" "${FI_SKIP[@]}")"
+  echo "flashinfer $ver pruned tree: closure resolves statically ($(tail -1 "$STAGE/recheck-$ver.err")), $names"
+}
+
 # prune_flashinfer VERSION SITE: pruned flashinfer package + dist-info METADATA into SITE
 prune_flashinfer() {
-  local ver="$1" site="$2" fi="$STAGE/fi-$1" w
+  local ver="$1" site="$2" fi="$STAGE/fi-$1" w f starts extra
   w="$(whl "flashinfer_python-${ver}-*.whl")"
   unzip -qo "$w" 'flashinfer/*' -x 'flashinfer/data/*' -d "$fi"
-  python3 "$SHARED/fi_closure.py" "$fi" "${FI_STARTS[@]}" --skip "${FI_SKIP[@]}" \
+  starts=(flashinfer.gdn_decode flashinfer.gdn_prefill)   # every release has both
+  [ -d "$fi/flashinfer/gdn_kernels/delta_rule_dsl" ] && starts+=(flashinfer.gdn_kernels.delta_rule_dsl)
+  [ -f "$fi/flashinfer/cute_dsl/availability.py" ] && starts+=(flashinfer.cute_dsl.availability)
+  python3 "$SHARED/fi_closure.py" "$fi" "${starts[@]}" --skip "${FI_SKIP[@]}" \
     --stub "${FI_STUB[@]}" 2>"$STAGE/closure-$ver.err" | awk '{print $2}' > "$STAGE/fi-$ver.list"
   if grep MISSING "$STAGE/closure-$ver.err"; then
     echo "flashinfer $ver: unresolved intra-package imports (see above)" >&2; exit 1
   fi
-  echo "flashinfer $ver closure: $(tail -1 "$STAGE/closure-$ver.err")"
+  echo "flashinfer $ver closure: $(tail -1 "$STAGE/closure-$ver.err") (starts: ${starts[*]})"
   # whole gdn_kernels/*.py top level too (cheap; lets other GDN kernels be tried)
-  (cd "$fi" && ls flashinfer/gdn_kernels/*.py "${FI_EXTRA[@]}") >> "$STAGE/fi-$ver.list"
+  extra=()
+  for f in "${FI_EXTRA[@]}"; do [ -f "$fi/$f" ] && extra+=("$f"); done
+  (cd "$fi" && ls flashinfer/gdn_kernels/*.py "${extra[@]}") >> "$STAGE/fi-$ver.list"
   (cd "$fi" && sort -u "$STAGE/fi-$ver.list" | tar -cf - -T -) | tar -xf - -C "$site"
   cat > "$site/flashinfer/__init__.py" <<EOF
 # pruned flashinfer ${ver} (GDN decode/MTP/prefill only); import flashinfer.gdn_decode /
@@ -92,53 +243,45 @@ def __getattr__(name):  # lazy top-level re-export kept from the real __init__
     raise AttributeError(f"pruned flashinfer has no attribute {name!r}")
 EOF
   echo '# pruned: see flashinfer/__init__.py' > "$site/flashinfer/jit/__init__.py"
-  cat > "$site/flashinfer/cute_dsl/__init__.py" <<'EOF'
+  mkdir -p "$site/flashinfer/cute_dsl"
+  if [ -f "$fi/flashinfer/cute_dsl/availability.py" ]; then
+    cat > "$site/flashinfer/cute_dsl/__init__.py" <<'EOF'
 # pruned: only the availability probes (the real __init__ imports every CuTe-DSL kernel family)
 from .availability import *  # noqa: F401,F403
 EOF
-  cat > "$site/flashinfer/gdn_kernels/__init__.py" <<'EOF'
-# pruned: import the kernel modules directly. The names the real __init__ exported are
-# resolved lazily (PEP 562) with its fallback: None when the kernel module cannot be imported.
-import importlib
-
-_LAZY = {
-    "gated_delta_rule": (".gdn_decode_bf16_state", "gated_delta_rule"),
-    "gated_delta_rule_mtp": (".gdn_decode_bf16_state", "gated_delta_rule_mtp"),
-    "gated_delta_rule_bf16state_cooprow": (".gdn_decode_bf16_state", "gated_delta_rule_bf16state_cooprow"),
-    "gated_delta_rule_bf16state_cooprow_mtp": (".gdn_decode_bf16_state", "gated_delta_rule_bf16state_cooprow_mtp"),
-    "run_pretranspose_decode": (".gdn_decode_pretranspose", "run_pretranspose_decode"),
-    "run_nontranspose_decode": (".gdn_decode_nontranspose", "run_nontranspose_decode"),
-    "run_mtp_decode": (".gdn_decode_mtp", "run_mtp_decode"),
-    "get_tile_v_mtp": (".gdn_decode_mtp", "get_tile_v_mtp"),
-    "get_vec_size_mtp": (".gdn_decode_mtp", "get_vec_size_mtp"),
-    "get_mtp_config": (".gdn_decode_mtp", "get_mtp_config"),
-    "chunk_gated_delta_rule_sm80": (".delta_rule_dsl", "chunk_gated_delta_rule_sm80"),
-    "chunk_gated_delta_rule_sm90": (".delta_rule_dsl", "chunk_gated_delta_rule_sm90"),
-    "chunk_gated_delta_rule_sm120": (".delta_rule_dsl", "chunk_gated_delta_rule_sm120"),
-    "cp_delta_rule_dsl_sm80": (".delta_rule_dsl", "cp_delta_rule_dsl_sm80"),
-    "cp_delta_rule_dsl_sm90": (".delta_rule_dsl", "cp_delta_rule_dsl_sm90"),
-    "cp_delta_rule_dsl_sm120": (".delta_rule_dsl", "cp_delta_rule_dsl_sm120"),
-    # SM100 prefill (gdn_kernels/blackwell) is not in the bundle -> None
-    "chunk_gated_delta_rule_sm100": (".blackwell", "chunk_gated_delta_rule_sm100"),
-    "cp_delta_rule_dsl_sm100": (".blackwell", "cp_delta_rule_dsl_sm100"),
-    "_chunk_gated_delta_rule_gdn_cp_sm100": (".blackwell", "_chunk_gated_delta_rule_gdn_cp_sm100"),
-}
-
-
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    mod, attr = _LAZY[name]
-    try:
-        value = getattr(importlib.import_module(mod, __name__), attr, None)
-    except (ImportError, RuntimeError):
-        value = None
-    globals()[name] = value
-    return value
-EOF
+  else
+    echo "# pruned: empty (the real __init__ imports every CuTe-DSL kernel family; ${ver} has no availability.py)" \
+      > "$site/flashinfer/cute_dsl/__init__.py"
+  fi
+  python3 "$STAGE/gen_stub.py" "$fi/flashinfer/gdn_kernels/__init__.py" > "$site/flashinfer/gdn_kernels/__init__.py"
   unzip -qo "$w" "flashinfer_python-${ver}.dist-info/METADATA" -d "$site"
   find "$site" -name '__pycache__' -prune -exec rm -rf {} +
+  check_pruned_tree "$ver" "$site"
 }
+
+# check_pins VERSION: the release accepts the .gpu bundle's cutlass-dsl and tvm-ffi (its METADATA)
+check_pins() {
+  local meta
+  meta="$(unzip -p "$(whl "flashinfer_python-$1-*.whl")" "flashinfer_python-$1.dist-info/METADATA")"
+  echo "$meta" | grep -E '^Requires-Dist: (nvidia-cutlass-dsl|apache-tvm-ffi)' | grep -v 'extra ==' || true
+  python3 - "$meta" "$1" <<'EOF'
+import sys
+from packaging.requirements import Requirement
+have = {"nvidia-cutlass-dsl": "4.8.1", "apache-tvm-ffi": "0.1.15.post2"}
+bad = []
+for line in sys.argv[1].splitlines():
+    if not line.startswith("Requires-Dist:"): continue
+    r = Requirement(line.split(":", 1)[1].strip())
+    if r.name in have and (r.marker is None) and not r.specifier.contains(have[r.name], prereleases=True):
+        bad.append(f"{r} (bundle has {have[r.name]})")
+if bad:
+    sys.exit(f"flashinfer {sys.argv[2]}: pin mismatch: " + "; ".join(bad))
+print(f"flashinfer {sys.argv[2]}: pins compatible with the .gpu bundle:", have)
+EOF
+}
+
+# tag_of VERSION: 0.6.10 -> fi0610, 0.6.16.post4 -> fi0616p4, 0.7.2.post1 -> fi072p1
+tag_of() { echo "fi$(echo "$1" | sed 's/\.post/p/; s/\.//g')"; }
 
 # ---------------------------------------------------------------- SGLang kernel files
 # SGL=0.5.23 bash scripts/pack_gpu_deps.sh .sgl  ->  .sgl/sglang0523.tar.xz (~140 KB): the wheel's fla/ and linear/
@@ -154,25 +297,10 @@ if [ -n "${SGL:-}" ]; then
   exit 0
 fi
 
-# ---------------------------------------------------------------- overlay mode
+# ---------------------------------------------------------------- overlay mode: one release
 if [ -n "$FI_OVERLAY" ]; then
   pipdl "flashinfer-python==${FI_OVERLAY}"
-  META="$(unzip -p "$(whl "flashinfer_python-${FI_OVERLAY}-*.whl")" "flashinfer_python-${FI_OVERLAY}.dist-info/METADATA")"
-  echo "$META" | grep -E '^Requires-Dist: (nvidia-cutlass-dsl|apache-tvm-ffi)' | grep -v 'extra ==' || true
-  python3 - "$META" <<'EOF'
-import sys
-from packaging.requirements import Requirement
-have = {"nvidia-cutlass-dsl": "4.8.1", "apache-tvm-ffi": "0.1.15.post2"}
-bad = []
-for line in sys.argv[1].splitlines():
-    if not line.startswith("Requires-Dist:"): continue
-    r = Requirement(line.split(":", 1)[1].strip())
-    if r.name in have and (r.marker is None) and not r.specifier.contains(have[r.name], prereleases=True):
-        bad.append(f"{r} (bundle has {have[r.name]})")
-if bad:
-    sys.exit("pin mismatch: " + "; ".join(bad))
-print("pins compatible with the .gpu bundle:", have)
-EOF
+  check_pins "$FI_OVERLAY"
   SITE="$STAGE/site"; mkdir -p "$SITE"
   prune_flashinfer "$FI_OVERLAY" "$SITE"
   TAG="fi$(echo "$FI_OVERLAY" | sed 's/\.post.*//; s/\.//g')"     # 0.7.2.post1 -> fi072
@@ -201,6 +329,59 @@ else
   export GDN_FI_BASELINE_SITE=$_B
   export GDN_FI_BASELINE_PYTHONPATH=$(printf %s "$PYTHONPATH" | sed "s#/tmp/site\(/\|:\|\$\)#$_B\1#g")
   echo "use.sh: $_B = flashinfer $(sed -n 's/^Version: //p' $_B/flashinfer_python-*.dist-info/METADATA)"
+fi
+EOF
+  ls -l "$OUTDIR"; du -cb "$OUTDIR"/* | tail -1
+  exit 0
+fi
+
+# ---------------------------------------------------------------- overlay mode: several releases, one archive
+if [ -n "$FI_OVERLAYS" ]; then
+  read -r -a VERS <<< "$FI_OVERLAYS"
+  TREES="$STAGE/trees"; mkdir -p "$TREES"; TAGS=()
+  for ver in "${VERS[@]}"; do
+    [ -n "$(ls "$WHEELDIR"/flashinfer_python-"$ver"-*.whl 2>/dev/null)" ] || pipdl "flashinfer-python==${ver}"
+    check_pins "$ver"
+    tag="$(tag_of "$ver")"; TAGS+=("$tag")
+    mkdir -p "$TREES/$tag"
+    prune_flashinfer "$ver" "$TREES/$tag"
+    echo "$ver" > "$TREES/$tag/.version"
+  done
+  TAR=flashinfer-overlays.tar.xz
+  # One tar, files ordered by their path inside a release tree, then by release: the copies of one file
+  # from every release are neighbours, which xz -9e (64 MiB dictionary) stores nearly once.
+  (cd "$TREES" && find . -type f | sed 's#^\./##' | awk '{ i = index($0, "/"); print substr($0, i + 1) "\t" $0 }' \
+     | LC_ALL=C sort | cut -f2 | tar -cf - --no-recursion -T -) | xz -T1 -9e > "$OUTDIR/$TAR"
+  rm -f "$OUTDIR/use.sh"
+  sed "s#@TAR@#${TAR}#g; s#@TAGS@#${TAGS[*]}#g; s#@OUTDIR@#${OUTDIR}#g" > "$OUTDIR/use.sh" <<'EOF'
+# Device side, AFTER `. .gpu/gpu_env.sh` (which fills /tmp/site):  `. @OUTDIR@/use.sh`
+# Unpacks @TAR@ once per warm machine into /tmp/fi-overlays, then builds, for every release tag in
+# GDN_FI_TAGS, /tmp/site-<tag> = hard-linked copy (cp -al) of /tmp/site whose flashinfer package and
+# flashinfer_python-*.dist-info are that release's (pruned). PYTHONPATH is left alone (/tmp/site keeps the
+# .gpu bundle's release). Exports GDN_FI_TAGS and, per tag:
+#   GDN_FI_SITE_<tag>=/tmp/site-<tag>      GDN_FI_VERSION_<tag>=<the release>
+#   GDN_FI_PYTHONPATH_<tag>=$PYTHONPATH with every /tmp/site entry moved to /tmp/site-<tag>
+# e.g.  PYTHONPATH=$GDN_FI_PYTHONPATH_fi0610 python3 -m pytest fuzz/ --hypothesis-profile=h200 -k flashinfer
+_O=${GDN_FI_OVERLAY_DIR:-@OUTDIR@}; _U=/tmp/fi-overlays
+_s=$(cd /tmp/site 2>/dev/null && ls -d .site.tar.xz.*.ok 2>/dev/null | head -1)
+if [ -z "$_s" ] || [ ! -d /tmp/site/flashinfer ]; then
+  echo "use.sh: run '. .gpu/gpu_env.sh' first" >&2
+else
+  _m=.@TAR@.$(stat -c %s $_O/@TAR@)   # redone when the archive changes
+  if [ ! -f "$_U/$_m" ]; then rm -rf $_U && mkdir -p $_U && tar -xJf $_O/@TAR@ -C $_U && touch "$_U/$_m"; fi
+  export GDN_FI_TAGS="@TAGS@"
+  for _t in $GDN_FI_TAGS; do
+    _B=/tmp/site-$_t; _f=$_B/$_m.${_s#.}   # redone when either archive changes
+    if [ ! -f "$_f" ]; then
+      rm -rf $_B && cp -al /tmp/site $_B && rm -f $_B/.*.ok
+      rm -rf $_B/flashinfer $_B/flashinfer_python-*.dist-info
+      cp -al $_U/$_t/flashinfer $_U/$_t/flashinfer_python-*.dist-info $_B/ && touch "$_f"
+    fi
+    export GDN_FI_SITE_$_t=$_B
+    export GDN_FI_VERSION_$_t="$(cat $_U/$_t/.version)"
+    export GDN_FI_PYTHONPATH_$_t="$(printf %s "$PYTHONPATH" | sed "s#/tmp/site\(/\|:\|\$\)#$_B\1#g")"
+    echo "use.sh: GDN_FI_SITE_$_t=$_B = flashinfer $(sed -n 's/^Version: //p' $_B/flashinfer_python-*.dist-info/METADATA)"
+  done
 fi
 EOF
   ls -l "$OUTDIR"; du -cb "$OUTDIR"/* | tail -1
@@ -251,7 +432,7 @@ rm -rf "$SITE/tvm_ffi/3rdparty" "$SITE/tvm_ffi/src"
 # 4. fla-core (pure python / triton)
 unzip -qo "$(whl 'fla_core-0.6.0-*.whl')" -d "$SITE"
 
-# 5. flashinfer: closure of FI_STARTS (~60 files, 2.2 MB raw for 0.7.4)
+# 5. flashinfer: closure of its start modules (~60 files, 2.2 MB raw for 0.7.4)
 prune_flashinfer "$FI_VERSION" "$SITE"
 
 find "$SITE" -name '__pycache__' -prune -exec rm -rf {} +

@@ -26,6 +26,11 @@ class Budget:
     # Now and then a case first runs unjudged on a larger pool (Case.warm_pool): compile caches keyed without the
     # pool's capacity then serve the judged call a stale kernel, deterministically. GPU only: compiled kernels.
     warm_calls: bool = False
+    # Compile buckets (fuzz.generate.strategies.bucket_plan): plan_size > 0 draws buckets from a fixed plan of that
+    # many per target and operation, and one case in open_every from the whole bucket space; plan_seed picks the plan.
+    plan_size: int = 0
+    open_every: int = 16
+    plan_seed: int = 0
 
 
 CPU_DIMS = ((8, 16), (16, 8), (4, 8), (8, 8), (16, 16))
@@ -36,7 +41,7 @@ BUDGETS = {
     "dev": Budget("cpu", CPU_DIMS, max_B=6, max_T=16, max_pool=24),
     "gate": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12),
     "h200": Budget("cuda", GPU_DIMS, max_B=96, max_T=12, max_pool=512, large_slots=True, t_choices=(1, 2, 4, 6, 8, 12),
-                   scales=(None,), gaps=(0, 1), warm_calls=True),
+                   scales=(None,), gaps=(0, 1), warm_calls=True, plan_size=8, open_every=32),
 }
 BUDGETS["b200"] = BUDGETS["h200"]
 BUDGETS["default"] = BUDGETS["dev"]

@@ -1,54 +1,110 @@
 """Hypothesis strategies: draw the *structure* of a case inside a target's declared support.
 
-The compile-relevant part (T, heads, head dims, dtypes, layout, flags) comes from small sets so GPU
-campaigns revisit compiled buckets; the cheap part (B, slot maps, padding, values via the seed) varies
-freely. Every shipped bug class is reachable: pools below / equal to / far above B with non-identity
-slot maps, padding from none to all rows, split read/write slots, T past 4, GVA ratios 1/2/4 and an
-illegal one, K != V, bf16/fp16/fp32 inputs, int32/int64 indices, strided pools, sliced intermediate
-buffers, saturated gates, and (GPU) slot ids whose element offset overflows int32 and warm calls on
-a larger pool first (compile caches keyed without the pool's capacity).
-Rare features are drawn as one nonzero value of a small integer (its largest; a middle one for 8 GiB pools,
-since Hypothesis draws bounds more often than their share): Hypothesis shrinks toward zero, so minimal cases
-shed them unless they matter.
+A case is a compile bucket (what a compiled kernel is keyed by: head dims and counts, T, dtypes, layout, strides,
+flags; `Bucket`) plus the cheap part (B, slot maps, padding, buffers' spare rows, gates, the seed). On a GPU a new
+bucket costs a 1-9 s kernel compile while a case inside a compiled one costs well under a millisecond of kernel, so
+GPU budgets draw buckets from a fixed plan most of the time (`bucket_plan`: a deterministic sample of the bucket
+space, simplest first, the same in every process, so an example database and a corpus replay decode the same cases)
+and open an unplanned one now and then (one case in `Budget.open_every`); the CPU budgets draw every bucket freely.
+
+Every shipped bug class is reachable: pools below / equal to / far above B with non-identity slot maps, padding from
+none to all rows, split read/write slots, T past 4, GVA ratios 1/2/4 and an illegal one, K != V, bf16/fp16/fp32
+inputs, int32/int64 indices, strided pools, sliced intermediate buffers, output=None, saturated gates, calls after a
+warm-up call on a larger pool (compile caches keyed without the capacity) and, in tests of their own (`large`), pools
+whose top slots' element offsets pass int32 (8 GiB on a GPU).
+Rare features are drawn as one nonzero value of a small integer (its largest): Hypothesis shrinks toward zero, so
+minimal cases shed them unless they matter.
 """
 from __future__ import annotations
+
+import functools
+import random
+from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
 from fuzz.case import Case
 from fuzz.generate.materialize import GATE_REGIMES
 from fuzz.generate.profiles import Budget
-from fuzz.targets.base import Target
+from fuzz.targets.base import Support, Target
 
 GATES = tuple(GATE_REGIMES) + ("mixed",)
 INT32_ELEMENTS = 2**31
 
 
-@st.composite
-def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = ()) -> Case:
-    """A case for `op` on `target` inside what it declares, narrowed by the masks of the known bugs given."""
-    sup = target.declared(bugs)
-    sem = target.semantics()
-    K, V = draw(st.sampled_from(sup.head_dims or budget.head_dims))
+@dataclass(frozen=True, order=True)
+class Bucket:
+    """The compile-relevant part of a case (fields ordered simplest first for sorting)."""
+
+    T: int  # prefill: 0 (varlen: the longest sequence is not a compile constant)
+    H: int
+    HV: int
+    K: int
+    V: int
+    strided: bool
+    buffer: bool  # an intermediate buffer
+    update: bool
+    state_dtype: str
+    input_dtype: str
+    index_dtype: str
+    layout: str
+
+
+def draw_bucket(choice, sup: Support, op: str, budget: Budget) -> Bucket:
+    """A bucket inside the support; `choice(options)` picks one (Hypothesis' draw, or a seeded Random's)."""
+    K, V = choice(sup.head_dims or budget.head_dims)
     if sup.heads:
-        H, HV = draw(st.sampled_from(sup.heads))
+        H, HV = choice(sup.heads)
     else:
-        H = draw(st.sampled_from((1, 2)))
-        HV = H * draw(st.sampled_from(sup.gva_ratios))
-    if H > 1 and sup.invalid_gva and draw(st.integers(0, 19)) == 19:
-        HV = H + 1  # illegal GVA ratio: every target must reject it cleanly
+        H = choice((1, 2))
+        HV = H * choice(sup.gva_ratios)
     max_T = min(budget.max_T, sup.max_T or budget.max_T)
     min_T = sup.verify_min_T if op == "verify" else 1
-    T = 1 if op == "decode" else draw(st.sampled_from([t for t in budget.t_choices if min_T <= t <= max_T]))
-    B = draw(st.integers(1, budget.max_B))
-    seqlens = tuple(draw(st.lists(st.integers(0, max_T), min_size=B, max_size=B))) if op == "prefill" else ()
-    if op == "prefill" and not sup.empty_prefill and not any(seqlens):
-        seqlens = (1, *seqlens[1:])
+    T = {"decode": 1, "prefill": 0}.get(op) or choice([t for t in budget.t_choices if min_T <= t <= max_T])
+    update = not (sup.no_update and op == "verify" and choice((False, True)))
+    buffer = (sup.intermediate and op == "verify" and (sup.buffer_with_update or not update)
+              and choice((False, True)))
+    return Bucket(T, H, HV, K, V, strided=sup.strided_pool and max(budget.gaps) > 0 and choice((False, True)),
+                  buffer=buffer, update=update, state_dtype=choice(sup.state_dtypes),
+                  input_dtype=choice(sup.input_dtypes), index_dtype=choice(sup.index_dtypes),
+                  layout=choice(sup.layouts))
+
+
+@functools.lru_cache(maxsize=256)
+def bucket_plan(target_name: str, op: str, sup: Support, budget: Budget) -> tuple[Bucket, ...]:
+    """Budget.plan_size distinct buckets of this target and operation, from a Random seeded by their names and
+    Budget.plan_seed: the same plan in every process and on every host."""
+    rng = random.Random(f"{target_name}:{op}:{budget.plan_seed}")
+    plan: set[Bucket] = set()
+    for _ in range(budget.plan_size * 20):
+        if len(plan) == budget.plan_size:
+            break
+        plan.add(draw_bucket(rng.choice, sup, op, budget))
+    return tuple(sorted(plan))
+
+
+@st.composite
+def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large: bool = False) -> Case:
+    """A case for `op` on `target` inside what it declares, narrowed by the masks of the known bugs given. `large`:
+    a pool whose top slots' element offsets pass int32 (int32 offset overflow), few requests."""
+    sup = target.declared(bugs)
+    sem = target.semantics()
+    pick = lambda options: draw(st.sampled_from(options))  # noqa: E731
+    planned = budget.plan_size and draw(st.integers(0, budget.open_every - 1)) < budget.open_every - 1
+    bucket = pick(bucket_plan(target.name, op, sup, budget)) if planned else draw_bucket(pick, sup, op, budget)
+    H, HV, T = bucket.H, bucket.HV, bucket.T
+    if H > 1 and sup.invalid_gva and draw(st.integers(0, 19)) == 19:
+        HV = H + 1  # illegal GVA ratio: every target must reject it cleanly
+    B = draw(st.integers(1, min(budget.max_B, 4) if large else budget.max_B))
+    seqlens = ()
     if op == "prefill":
+        max_T = min(budget.max_T, sup.max_T or budget.max_T)
+        seqlens = tuple(draw(st.lists(st.integers(0, max_T), min_size=B, max_size=B)))
+        if not sup.empty_prefill and not any(seqlens):
+            seqlens = (1, *seqlens[1:])
         T = max(seqlens)
-    update = not (sup.no_update and op == "verify" and draw(st.booleans()))
     inter_rows = inter_steps = inter_spare = 0
-    if sup.intermediate and op == "verify" and (sup.buffer_with_update or not update) and draw(st.booleans()):
+    if bucket.buffer:
         inter_rows = B if sup.exact_rows else B + draw(st.integers(0, 3))
         inter_steps = T + (draw(st.integers(0, 2)) if sup.spare_steps else 0)
         inter_spare = draw(st.integers(0, 2)) if sup.sliced_intermediate else 0
@@ -56,27 +112,29 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = ()) -> Ca
     if inter_rows and sup.explicit_rows and draw(st.booleans()):
         rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
         inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
-    slots = draw(slot_maps(sup, sem, B, T, op, update and not inter_rows, budget, K * V * HV))
-    # warm calls: GPU budgets only, about 3% of drawn cases (300 drawn: 8), never beside an 8 GiB pool
-    warm = (budget.warm_calls and sup.pool and slots["pool"] * K * V * HV < INT32_ELEMENTS
-            and draw(st.integers(0, 9)) == 9)
+    elements = bucket.K * bucket.V * HV
+    slots = draw(slot_maps(sup, sem, B, T, op, bucket.update and not inter_rows, budget,
+                           INT32_ELEMENTS // elements + 1 if large else 0))
+    # warm calls: GPU budgets only, about 3% of drawn cases, never beside an int32-overflowing pool
+    warm = budget.warm_calls and sup.pool and not large and draw(st.integers(0, 29)) == 29
     return Case(
-        op=op, H=H, HV=HV, K=K, V=V, T=T, seqlens=seqlens, seed=draw(st.integers(0, 2**32 - 1)),
+        op=op, H=H, HV=HV, K=bucket.K, V=bucket.V, T=T, seqlens=seqlens, seed=draw(st.integers(0, 2**32 - 1)),
         **slots, inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index,
-        state_dtype=draw(st.sampled_from(sup.state_dtypes)), input_dtype=draw(st.sampled_from(sup.input_dtypes)),
-        index_dtype=draw(st.sampled_from(sup.index_dtypes)), layout=draw(st.sampled_from(sup.layouts)),
-        gate=draw(st.sampled_from(GATES)), scale=draw(st.sampled_from(budget.scales)),
-        l2norm=not (sup.l2norm_off and draw(st.integers(0, 4)) == 4), update=update,
-        pool_gap=draw(st.sampled_from(budget.gaps)) if sup.strided_pool else 0,
+        state_dtype=bucket.state_dtype, input_dtype=bucket.input_dtype, index_dtype=bucket.index_dtype,
+        layout=bucket.layout, gate=draw(st.sampled_from(GATES)), scale=draw(st.sampled_from(budget.scales)),
+        l2norm=not (sup.l2norm_off and draw(st.integers(0, 4)) == 4), update=bucket.update,
+        pool_gap=draw(st.sampled_from([g for g in budget.gaps if g])) if bucket.strided else 0,
         warm_pool=draw(st.integers(1, budget.max_pool)) if warm else 0,
+        output_given=not (sup.output_optional and draw(st.integers(0, 3)) == 3),
     )
 
 
 @st.composite
-def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget: Budget, slot_elems: int) -> dict:
+def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget: Budget, min_pool: int = 0) -> dict:
     """Pool size and slot indices. Slots a call writes are distinct from every slot another row reads or
     writes (overlaps race by every library's contract); a sacrificial slot 0 stays out of reach when
-    padding redirects there or 0 is the null slot. Unique integer lists shrink toward the identity map."""
+    padding redirects there or 0 is the null slot. Unique integer lists shrink toward the identity map.
+    min_pool > 0: at least that many slots, with requests on the top ones (their offsets are what overflows)."""
     null = sem.pad.null_index
     if not sup.pool:
         return dict(pool=B, read_slots=tuple(range(B)), null=null)
@@ -88,11 +146,12 @@ def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget
     extra = B * T if token else B if split else 0
     need = max(reserved + real + extra, 1)
     pool = draw(st.integers(need, need + draw(st.sampled_from((0, 1, budget.max_pool)))))
-    # 8 GiB pools: rare, and alone in memory. 13, not a bound: Hypothesis draws integer bounds far more often than 1/30.
-    if budget.large_slots and draw(st.integers(0, 29)) == 13:
-        pool = max(pool, INT32_ELEMENTS // slot_elems + need + 1)  # top slots' element offsets pass int32
+    low = reserved
+    if min_pool:
+        pool = max(pool, min_pool + need)
+        low = max(reserved, pool - 4 * (real + extra))  # the top slots, past the int32 offsets
     # No ids to draw when every row is padded: pool may then be just the reserved slot 0 (empty range).
-    ids = iter(draw(st.lists(st.integers(reserved, pool - 1), unique=True, min_size=real + extra,
+    ids = iter(draw(st.lists(st.integers(low, pool - 1), unique=True, min_size=real + extra,
                              max_size=real + extra)) if real + extra else ())
     out = dict(pool=pool, read_slots=tuple(null if p else next(ids) for p in padded), null=null)
     if token:

@@ -13,11 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuzz.generate.profiles import PROFILES
 from fuzz.run import installation
 
 ADAPTER_ERROR = re.compile(r"TypeError: .*(unexpected keyword argument|missing \w+ required|positional argument)")
@@ -34,14 +38,18 @@ class Job:
         return f"{self.where.label}-{self.family.rstrip('-')}"
 
 
-def run_job(job: Job, args) -> dict:
+def run_job(job: Job, args, watch: Watch | None = None) -> dict:
     report, live = job.out / f"{job.name}.json", job.out / f"{job.name}-failures.jsonl"
-    cmd = ["-q", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", job.family,
+    for stale in (report, live):  # an earlier campaign's, in the same --out: the live log is appended to
+        stale.unlink(missing_ok=True)
+    cmd = ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", job.family,
            f"--gdn-masks={args.masks}", f"--gdn-test-seconds={args.test_seconds:g}",
            f"--gdn-shrink-seconds={args.shrink_seconds:g}", f"--gdn-report={report}", f"--gdn-live-log={live}",
            *([f"-n{args.workers}"] if args.workers > 1 else []), *args.pytest]
     began = time.monotonic()
     proc = job.where.pytest(cmd, job.out / f"{job.name}.log")
+    if watch is not None:
+        watch.begin(proc)
     try:
         proc.wait(timeout=args.timeout)
         killed = False
@@ -54,9 +62,12 @@ def run_job(job: Job, args) -> dict:
     failures = [dict(f, minimal=f["minimal"]) for f in data["failures"] if f["target"].startswith(job.family)]
     if killed:
         failures += unfinished(live, {(f["target"], f["kind"]) for f in failures})
+    records = [r for r in data.get("records", []) if r["target"].startswith(job.family)]
     return {"installation": job.where.label, "family": job.family, "seconds": round(time.monotonic() - began, 1),
             "exit": proc.returncode, "killed": killed, "failures": failures, "errors": data["errors"],
-            "environment": data["environment"],
+            "environment": data["environment"], "examples": len(records),
+            "distinct": len({(r["target"], r["case"]) for r in records}),
+            "buckets": len({r["bucket"] for r in records}),
             "targets": {n: t for n, t in data["targets"].items() if n.startswith(job.family)}}
 
 
@@ -85,6 +96,10 @@ def markdown(results: list[dict], args) -> str:
         env = r["environment"]
         lines += [f"## {r['installation']}: {r['family']} ({r['seconds']} s{', KILLED' if r['killed'] else ''}, "
                   f"pytest exit {r['exit']}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')})", ""]
+        minutes = r["seconds"] / 60
+        lines += [f"{r['distinct']} distinct cases ({r['examples']} checks) in {r['seconds']} s: "
+                  f"**{r['distinct'] / minutes:.0f} distinct cases per minute**; {r['buckets']} compile buckets covered "
+                  f"({10 * r['buckets'] / minutes:.0f} per 10 minutes)", ""]
         for name, t in sorted(r["targets"].items()):
             if t["unavailable"]:
                 lines.append(f"- {name}: UNAVAILABLE: {t['unavailable']}")
@@ -109,13 +124,261 @@ def markdown(results: list[dict], args) -> str:
     return "\n".join(lines)
 
 
+# ---- progress: what each pytest run is doing, read from the files it writes ---------------------------------------
+
+_OUTCOME = "PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR"
+_COLLECTED = re.compile(r"collected (\d+) items?(?: / \d+ deselected / (\d+) selected)?|\d+ workers? \[(\d+) items?\]")
+# pytest -v: "NODEID OUTCOME [ 50%]" (the node id is written when the test starts, the outcome when it ends);
+# under xdist "NODEID" when scheduled, then "[gw0] [ 50%] OUTCOME NODEID".
+_FINISHED = re.compile(rf"^(\S+::\S+) ({_OUTCOME})\b|\[gw\d+\] \[ *\d+%\] ({_OUTCOME}) (\S+::\S+)")
+_STARTED = re.compile(r"^(\S+::\S+) ?$")
+
+
+class _Tail:
+    """The complete lines a growing file gained since the last read; `partial` holds the unfinished last line."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self._rest = path, 0, b""
+
+    def lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        data = self._rest + data
+        cut = data.rfind(b"\n") + 1
+        self._rest = data[cut:]
+        return data[:cut].decode(errors="replace").splitlines()
+
+    @property
+    def partial(self) -> str:
+        return self._rest.decode(errors="replace")
+
+
+@dataclass
+class Watch:
+    """One pytest run as its files show it: the verbose log (tests collected, running, finished), the --gdn-report
+    JSON rewritten after every test (examples checked, distinct failures; under xdist only at the end) and the
+    --gdn-live-log (failing examples as they happen)."""
+
+    name: str
+    log: Path
+    report: Path
+    live: Path | None = None
+    proc: subprocess.Popen | None = None
+    started: float | None = None
+    ended: float | None = None
+    total: int | None = None
+    outcomes: dict = field(default_factory=dict)  # node id -> outcome, in finishing order
+    running: dict = field(default_factory=dict)  # node ids started, not finished (a dict: ordered)
+    examples: int = 0
+    failures: set = field(default_factory=set)  # distinct failure keys
+    tests: dict = field(default_factory=dict)  # the report's "tests": fuzz tests finished
+    _events: int = 0  # log events seen (starts and ends), to tell whether a test's report had time to follow
+    _pending: list = field(default_factory=list)  # (node id, event number, tests finished) not yet shown
+    _tails: dict = field(default_factory=dict)
+    _report_stamp: float | None = None
+
+    @classmethod
+    def of(cls, name: str, out: Path) -> Watch:
+        """The files a gate side or campaign job writes into `out` as NAME.log, NAME.json, NAME-failures.jsonl."""
+        return cls(name, out / f"{name}.log", out / f"{name}.json", out / f"{name}-failures.jsonl")
+
+    def begin(self, proc: subprocess.Popen) -> None:
+        self.proc, self.started = proc, time.monotonic()
+
+    @property
+    def exit(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def elapsed(self) -> float:
+        return 0.0 if self.started is None else (self.ended or time.monotonic()) - self.started
+
+    def poll(self) -> list[tuple[str, str, int]]:
+        """Read what the files gained; return the (node id, outcome, tests finished then) of tests finished since,
+        once the report had the chance to record them (it is rewritten at the test's teardown, after its outcome is
+        logged)."""
+        if self.proc is None:  # not started: its files are an earlier run's, if any
+            return []
+        if self.exit is not None and self.ended is None:
+            self.ended = time.monotonic()
+        self._read_log()
+        current = self._read_report()
+        self._read_live()
+        # a test is shown once the report has it, or once a later log event shows its teardown (which rewrites the
+        # report) is over and the report read back whole (under xdist only the end rewrites it)
+        ready = [p for p in self._pending if p[0] in self.tests or self.ended or (p[1] < self._events and current)]
+        self._pending = [p for p in self._pending if p not in ready]
+        return [(t, self.outcomes[t], done) for t, _, done in ready]
+
+    def _tail(self, path: Path) -> _Tail:
+        return self._tails.setdefault(path, _Tail(path))
+
+    def _read_log(self) -> None:
+        tail = self._tail(self.log)
+        for line in tail.lines():
+            if self.total is None and (m := _COLLECTED.search(line)):
+                self.total = int(m[2] or m[1] or m[3])
+            elif m := _FINISHED.search(line):
+                test, outcome = (m[1], m[2]) if m[1] else (m[4], m[3])
+                self._events += 1
+                if test not in self.outcomes:
+                    self._pending.append((test, self._events, len(self.outcomes) + 1))
+                self.outcomes[test] = outcome if self.outcomes.get(test) != "FAILED" else "FAILED"
+                self.running.pop(test, None)
+            elif m := _STARTED.match(line):
+                self._started(m[1])
+        if m := _STARTED.match(tail.partial):
+            self._started(m[1])
+
+    def _started(self, test: str) -> None:
+        if test not in self.running and test not in self.outcomes:
+            self._events += 1
+            self.running[test] = None
+
+    def _read_report(self) -> bool:
+        """Read the report if it changed; False when it could not be read whole (caught while being rewritten)."""
+        try:
+            stamp = self.report.stat().st_mtime
+        except FileNotFoundError:
+            return True
+        if stamp == self._report_stamp:
+            return True
+        try:
+            data = json.loads(self.report.read_text())
+        except (OSError, json.JSONDecodeError):
+            return False
+        self._report_stamp = stamp
+        self.tests = data.get("tests", {})
+        self.examples = sum(n for t in data.get("targets", {}).values() for n in t.get("examples", {}).values())
+        self.failures |= {(f["target"], f["key"]) for f in data.get("failures", [])}
+        return True
+
+    def _read_live(self) -> None:
+        if self.live is not None:
+            for line in filter(None, self._tail(self.live).lines()):
+                d = json.loads(line)
+                self.failures.add((d["target"], d["key"]))
+
+    @property
+    def failed_tests(self) -> int:
+        return sum(o in ("FAILED", "ERROR", "XPASS") for o in self.outcomes.values())
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
+
+
+class Progress:
+    """Live progress of pytest runs (gate sides, campaign jobs): on a terminal a table redrawn in place (rich), with
+    each run's elapsed time, tests finished of collected, examples checked, distinct failures and the test running;
+    otherwise (a CI log, a pipe) one line per finished test."""
+
+    def __init__(self, watches: Iterable[Watch], stream=None):
+        self.watches, self.stream = list(watches), stream or sys.stdout
+        self._live = None
+        if self.stream.isatty():
+            try:
+                from rich.console import Console
+                from rich.live import Live
+            except ImportError:  # without the gate extra: lines, as in a log
+                pass
+            else:
+                self._live = Live(console=Console(file=self.stream), auto_refresh=False, redirect_stderr=False)
+
+    def __enter__(self) -> Progress:
+        if self._live is not None:
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.update()
+        if self._live is not None:
+            self._live.stop()
+
+    def until(self, done: Callable[[], bool], interval: float = 0.5) -> None:
+        while not done():
+            self.update()
+            time.sleep(interval)
+
+    def update(self) -> None:
+        for watch in self.watches:
+            for test, outcome, done in watch.poll():
+                if self._live is None and outcome != "SKIPPED":  # a skip is an unavailable target: no news
+                    print(self.line(watch, test, outcome, done), file=self.stream, flush=True)
+        if self._live is not None:
+            self._live.update(self.table(), refresh=True)
+
+    @staticmethod
+    def line(watch: Watch, test: str, outcome: str, done: int) -> str:
+        """'baseline [3/11 0:42] PASSED fuzz/test_decode.py::test_decode[flashinfer-bf16]: 168 examples'."""
+        info = watch.tests.get(test)
+        found = f": {info['checked']} examples" if info else ""
+        if info and info["failures"]:
+            found += f", {len(info['failures'])} distinct failure{'s' if len(info['failures']) > 1 else ''}"
+        return f"{watch.name} [{done}/{watch.total or '?'} {_clock(watch.elapsed())}] {outcome} {test}{found}"
+
+    def table(self):
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
+        widths = {"run": max((len(w.name) for w in self.watches), default=0), "tests": 16}  # "━━━━━━━━━━ 12/345"
+        for column in ("run", "elapsed", "tests", "examples", "failures", "failed"):
+            table.add_column(column, justify="left" if column in ("run", "tests") else "right", no_wrap=True,
+                             min_width=max(len(column), widths.get(column, 0)))
+        table.add_column("running", overflow="ellipsis", no_wrap=True, ratio=1)
+        for w in self.watches:
+            if w.started is None:
+                table.add_row(w.name, "-", "waiting", "", "", "", "")
+                continue
+            done, total = len(w.outcomes), w.total
+            bar = _bar(done / total) + " " if total else ""
+            state = f"exit {w.exit}" if w.exit is not None else "[dim]collecting tests[/]" if total is None else \
+                escape(next(iter(w.running), "").rpartition("::")[2]) + (f" (+{len(w.running) - 1})"
+                                                                         if len(w.running) > 1 else "")
+            table.add_row(w.name, _clock(w.elapsed()), f"{bar}{done}/{total or '?'}", str(w.examples),
+                          f"[red]{len(w.failures)}[/]" if w.failures else "0",
+                          f"[red]{w.failed_tests}[/]" if w.failed_tests else "0", state)
+        return table
+
+
+def _bar(fraction: float, width: int = 10) -> str:
+    full = round(max(0.0, min(fraction, 1.0)) * width)
+    return f"[green]{'━' * full}[/][dim]{'━' * (width - full)}[/]"
+
+
+def _check(args, wheres: list[installation.Installation]) -> None:
+    """Refuse what would run nothing or mix two runs' files up, before any run starts."""
+    from fuzz.targets.registry import TARGETS
+
+    for family in args.families:
+        if not any(t.name.startswith(family) for t in TARGETS):
+            raise ValueError(f"family {family!r} is the prefix of no target name (fla-, sglang-, flashinfer-...)")
+    labels = [w.label for w in wheres]
+    if twice := sorted({label for label in labels if labels.count(label) > 1}):
+        raise ValueError(f"installation label {twice[0]!r} given twice: each run's files are named by it; "
+                         "give LABEL=PATH")
+    for name, value, ok, expected in (
+            ("--test-seconds", args.test_seconds, args.test_seconds > 0, "> 0"),
+            ("--shrink-seconds", args.shrink_seconds, args.shrink_seconds >= 0, ">= 0"),
+            ("--workers", args.workers, args.workers >= 1, ">= 1"),
+            ("--timeout", args.timeout, args.timeout is None or args.timeout > 0, "> 0")):
+        if not ok:
+            raise ValueError(f"{name} {value:g}: expected {expected}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="gdn-fuzz campaign", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    from fuzz.cli.main import Parser
+
+    p = Parser(prog="gdn-fuzz campaign", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("families", nargs="+", help="target-name prefixes (flashinfer-, fla-, sglang-)")
     p.add_argument("--installation", action="append", default=[], metavar="[LABEL=]PYTHON_OR_DIR",
                    help="run on this installation (several: each release at once); default: this interpreter")
-    p.add_argument("--profile", default="h200")
+    p.add_argument("--profile", default="h200", choices=PROFILES)
     p.add_argument("--test-seconds", type=float, default=60.0, help="time box per fuzz test")
     p.add_argument("--shrink-seconds", type=float, default=120.0)
     p.add_argument("--workers", type=int, default=1, help="pytest-xdist workers per run (-n)")
@@ -126,12 +389,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         wheres = [installation.parse(s) for s in args.installation] or [installation.Installation("installed", "")]
+        _check(args, wheres)
     except ValueError as e:
         p.error(str(e))
     args.out.mkdir(parents=True, exist_ok=True)
     jobs = [Job(w, f, args.out) for w in wheres for f in args.families]
-    with ThreadPoolExecutor(len(jobs)) as pool:
-        results = list(pool.map(lambda job: run_job(job, args), jobs))
+    watches = [Watch.of(job.name, args.out) for job in jobs]
+    with ThreadPoolExecutor(len(jobs)) as pool, Progress(watches) as progress:
+        futures = [pool.submit(run_job, job, args, watch) for job, watch in zip(jobs, watches)]
+        progress.until(lambda: all(f.done() for f in futures))
+        results = [f.result() for f in futures]
     (args.out / "summary.json").write_text(json.dumps(results, indent=1) + "\n")
     text = markdown(results, args)
     (args.out / "summary.md").write_text(text)

@@ -14,7 +14,9 @@ from fuzz.generate.materialize import materialize
 from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidInput, normalized
 from fuzz.judge.oracle import expected
 from fuzz.judge.verdict import judge
+from fuzz.run.memory import exclusive_if_heavy
 from fuzz.run.result import CheckResult, Failure
+from fuzz.targets.api import AdapterError
 from fuzz.targets.base import Target
 
 
@@ -59,10 +61,11 @@ def check(target: Target, case: Case, device: str) -> CheckResult:
     """Run the case on the target and judge it."""
     run = _Check(device)
     failure = None
-    try:
-        _differential(target, case, run)
-    except GdnFailure as error:
-        failure = Failure.from_exception(error, failure_bucket(target, case), _notes(error))
+    with exclusive_if_heavy(case, device):  # one memory-heavy check at a time per device, across processes
+        try:
+            _differential(target, case, run)
+        except GdnFailure as error:
+            failure = Failure.from_exception(error, failure_bucket(target, case), _notes(error))
     return CheckResult(target.name, case, dispatch_bucket(target, case), failure, tuple(run.compared), run.phases,
                        tuple(run.events))
 
@@ -96,6 +99,8 @@ def _differential(target: Target, case: Case, run: _Check) -> None:
         with run.phase("kernel"):
             _warm_up(target, case, run.device)
             got = target.call(case, t)
+    except AdapterError:
+        raise  # our adapter built a call the release cannot take: a defect of gdn-fuzz, never a finding
     except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
         raise RejectedValidInput(case, f"{type(e).__name__}: {e}",
                                  cause=f"{type(e).__name__}: {normalized(str(e))}") from e

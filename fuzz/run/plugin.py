@@ -3,13 +3,15 @@ parametrization, fuzz tests run in rounds, corpus entries and sanitizer reports 
 --gdn-report, merged over pytest-xdist workers.
 
 Bad input is refused at configure time with one line and pytest's usage-error exit (4): an unknown profile, a GPU
-profile without a GPU, an override module that does not import, an unknown family, an unknown mask policy. A run in
-which fuzz tests were selected but no example was checked exits 5: a green run means something ran.
+profile without a GPU, an override module that does not import, an unknown family, an unknown mask policy, a count
+or time box out of range, a report or live log in a directory that does not exist, a corpus that does not load. A
+run in which fuzz tests were selected but no example was checked exits 5: a green run means something ran.
 """
 from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from fuzz.targets.known_bugs import MASK_POLICIES
 register_profiles()
 ACTIVE: FuzzSession | None = None  # this process's session (fuzz.run.session.active_session)
 NOTHING_RAN = 5  # pytest's "no tests collected" status: fuzz tests were selected, none checked an example
+worker_fuzz_tests = 0  # xdist controller: fuzz tests its workers collected (each worker's sessionfinish says)
 
 
 def pytest_addoption(parser):
@@ -41,6 +44,9 @@ def pytest_addoption(parser):
         help="write each distinct shrunk failure as a new corpus entry (JSON) into DIR (never over an existing one)")
     add("--gdn-corpus", default=None, metavar="DIR", help="the corpus to replay (default: the checkout's or the "
         "installed package's corpus)")
+    add("--gdn-shards", type=int, default=1, metavar="K",
+        help="run each fuzz test as K shards (own seeds and time boxes), so pytest-xdist has K times the tests to "
+             "spread over its workers")
     add("--gdn-examples", type=int, default=None, metavar="N",
         help="examples per fuzz test (default: the profile's)")
     add("--gdn-test-seconds", type=float, default=None, metavar="SECONDS",
@@ -73,6 +79,8 @@ def pytest_configure(config):
     if profile not in PROFILES:
         raise pytest.UsageError(f"--hypothesis-profile={profile}: not a gdn-fuzz profile; expected one of "
                                 f"{', '.join(PROFILES)}")
+    _check_numbers(config)
+    _check_paths(config)
     budget = budget_for(profile)
     if budget.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before any target imports triton
@@ -90,6 +98,8 @@ def pytest_configure(config):
         family, sep, module = spec.partition("=")
         if not sep or not module:
             raise pytest.UsageError(f"--gdn-target {spec!r}: expected FAMILY=module.path[:attr]")
+        if family in overrides:
+            raise pytest.UsageError(f"--gdn-target {spec}: {family} is already {family}={overrides[family]}")
         overrides[family] = module
     try:
         set_overrides(overrides)
@@ -104,6 +114,7 @@ def pytest_configure(config):
     if unknown := required - set(FAMILIES):
         raise pytest.UsageError(f"--gdn-require: unknown famil{'y' if len(unknown) == 1 else 'ies'} "
                                 f"{', '.join(sorted(unknown))}; expected some of {', '.join(sorted(FAMILIES))}")
+    _check_corpus(config)
     if spec := config.getoption("gdn_db"):
         from hypothesis import settings
 
@@ -122,6 +133,39 @@ def pytest_configure(config):
     ACTIVE = FuzzSession(profile, budget, options)
 
 
+# Numeric options: (the least value, whether it is allowed).
+_LEAST = {"gdn_shards": (1, True), "gdn_examples": (1, True), "gdn_test_seconds": (0, False),
+          "gdn_shrink_seconds": (0, True), "gdn_timeout": (0, False)}
+
+
+def _check_numbers(config) -> None:
+    for name, (least, allowed) in _LEAST.items():
+        value = config.getoption(name, None)
+        if value is not None and (value < least or value == least and not allowed):
+            raise pytest.UsageError(f"--{name.replace('_', '-')}={value:g}: expected a number "
+                                    f"{'>=' if allowed else '>'} {least}")
+
+
+def _check_paths(config) -> None:
+    """Files the run writes as it goes: their directories must exist before the first example, not after it."""
+    for name in ("gdn_report", "gdn_live_log"):
+        if (path := config.getoption(name)) and not Path(path).resolve().parent.is_dir():
+            raise pytest.UsageError(f"--{name.replace('_', '-')}={path}: no directory {Path(path).parent} to write "
+                                    "it in")
+
+
+def _check_corpus(config) -> None:
+    """A corpus that cannot be replayed stops the run here, in one line (during collection it would be a
+    traceback)."""
+    from fuzz.run import corpus
+
+    directory = config.getoption("gdn_corpus")
+    try:
+        corpus.load_all(Path(directory) if directory else None)
+    except corpus.CorpusError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
 def _int_or_none(value) -> int | None:
     try:
         return None if value is None else int(value)
@@ -130,35 +174,53 @@ def _int_or_none(value) -> int | None:
 
 
 def _select_gpu_for_xdist_worker() -> None:
-    """Under pytest-xdist on a host with several GPUs, worker gwN runs on GPU N mod count. torch.cuda.device_count()
-    asks NVML and leaves CUDA uninitialized, so CUDA_VISIBLE_DEVICES still takes effect after it."""
+    """Under pytest-xdist on a host with several GPUs, worker gwN runs on GPU N mod count (of those CUDA_VISIBLE_DEVICES
+    lists, if it is set), so `-n` a multiple of the GPUs puts as many workers on each. It must run before anything
+    initializes CUDA: torch.cuda.device_count() asks NVML and leaves CUDA uninitialized."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker or "CUDA_VISIBLE_DEVICES" in os.environ:
+    if not worker:
         return
-    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # is_available() through NVML as well
+    if len(devices := visible_gpus()) > 1:
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices[int(worker.removeprefix("gw")) % len(devices)]
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries, without initializing CUDA."""
+    if (visible := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
+        return [d.strip() for d in visible.split(",") if d.strip()]
     import torch
 
-    count = torch.cuda.device_count()
-    if count > 1:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker.removeprefix("gw")) % count)
+    return [str(i) for i in range(torch.cuda.device_count())]
 
 
 def pytest_generate_tests(metafunc):
-    op = getattr(metafunc.function, "gdn_op", None)
-    if op is None or "target" not in metafunc.fixturenames:
+    spec = getattr(metafunc.function, "gdn", None)
+    op = spec.op if spec else None
+    serving = getattr(metafunc.function, "gdn_serving", False)  # fuzz.run.serving: every op of a target, one pool
+    if (op is None and not serving) or "target" not in metafunc.fixturenames:
         return
-    from fuzz.targets.registry import targets_for
+    from fuzz.targets.registry import TARGETS, targets_for
 
+    large = spec.large if spec else False
     params = []
-    for target in targets_for(op):
+    for target in TARGETS if serving else targets_for(op):
+        if large and not target.support.pool:
+            continue  # no pool, no slot offsets to overflow
         reason = ACTIVE.reason_unavailable(target)
-        masked = not reason and ACTIVE.masked_reason(target, op)
+        masks = [] if reason else [ACTIVE.masked_reason(target, o)
+                                   for o in (sorted(target.support.ops) if serving else [op])]
+        masked = bool(masks) and all(masks) and "; ".join(masks)  # serving: unavailable once every op is masked
+        if large and not reason and not ACTIVE.budget.large_slots:
+            reason = f"pools past int32 element offsets (8 GiB) need a GPU profile; profile '{ACTIVE.profile}'"
         marks = []
         if reason and not ACTIVE.must_run(target):
             marks.append(pytest.mark.skip(reason=f"{target.name} unavailable: {reason}"))
         elif masked:
-            marks.append(pytest.mark.skip(reason=f"{target.name} unavailable for {op}: {masked}"))
-        params.append(pytest.param(target, id=target.name, marks=marks))
+            marks.append(pytest.mark.skip(reason=f"{target.name} unavailable for {op or 'serving'}: {masked}"))
+        shards = metafunc.config.getoption("gdn_shards")
+        params += [pytest.param(target, id=target.name if shards == 1 else f"{target.name}-shard{k}", marks=marks)
+                   for k in range(shards)]
     metafunc.parametrize("target", params)
 
 
@@ -166,13 +228,13 @@ def pytest_generate_tests(metafunc):
 def pytest_pyfunc_call(pyfuncitem):
     """A fuzz test runs in rounds (fuzz.run.session); its distinct failures fail it with one line each."""
     fn = pyfuncitem.obj
-    if getattr(fn, "gdn_op", None) is None:
+    if getattr(fn, "gdn", None) is None:
         return None
     target = pyfuncitem.callspec.params["target"]
     reason = ACTIVE.reason_unavailable(target)
     if reason:  # reached only for a --gdn-require'd family
         pytest.fail(f"{target.name} is required but unavailable: {reason}", pytrace=False)
-    found = ACTIVE.run_test(pyfuncitem.nodeid, target, fn.gdn_op, fn)
+    found = ACTIVE.run_test(pyfuncitem.nodeid, target, fn.gdn.op, fn)
     if not found:
         return True
     config = pyfuncitem.config
@@ -186,7 +248,7 @@ def pytest_pyfunc_call(pyfuncitem):
         for record in found:
             record.corpus = str(save_failure(Path(directory), target, record.failure, ACTIVE.report.environment))
             ACTIVE.new_corpus.append(record.corpus)
-    lines = [f"{len(found)} distinct failure(s) of {target.name} {fn.gdn_op} (shrunk; kind x bucket x cause):"]
+    lines = [f"{len(found)} distinct failure(s) of {target.name} {fn.gdn.op} (shrunk; kind x bucket x cause):"]
     for record in found:
         f = record.failure
         lines.append(f"  {f.kind}: {f.message.splitlines()[0][:600]}")
@@ -219,6 +281,11 @@ def _complete(session: FuzzSession) -> RunReport:
         session.reason_unavailable(target)
     if not session.report.environment:
         session.report.environment = environment()
+    from fuzz.run.worker import stats
+
+    if (s := stats()).calls:  # this process ran isolated checks (an xdist controller never does: it merges)
+        session.report.isolation = Counter(calls=s.calls, starts=s.starts, restarts=s.restarts, crashes=s.crashes,
+                                           hangs=s.hangs, start_seconds=round(sum(s.start_seconds), 2))
     return session.report
 
 
@@ -227,12 +294,14 @@ def pytest_sessionfinish(session, exitstatus):
         return
     config = session.config
     report = _complete(ACTIVE)
+    fuzz_tests = sum(getattr(getattr(i, "obj", None), "gdn", None) is not None for i in session.items)
     if hasattr(config, "workerinput"):  # an xdist worker: the controller merges and reports
         config.workeroutput["gdn_report"] = json.dumps(report.to_json())
+        config.workeroutput["gdn_fuzz_tests"] = fuzz_tests
         return
     if path := config.getoption("gdn_report"):
         report.write(path)
-    fuzz_tests = [i for i in session.items if getattr(getattr(i, "obj", None), "gdn_op", None)]
+    fuzz_tests += worker_fuzz_tests  # under xdist the controller collects nothing itself
     if exitstatus == 0 and not config.option.collectonly and (fuzz_tests or report.tests) and not report.examples:
         ACTIVE.nothing_ran = True
         session.exitstatus = NOTHING_RAN
@@ -241,9 +310,13 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """xdist controller: merge each worker's report."""
-    data = getattr(node, "workeroutput", {}).get("gdn_report")
-    if data and ACTIVE is not None:
-        ACTIVE.report.merge(RunReport.from_json(json.loads(data)))
+    global worker_fuzz_tests
+    output = getattr(node, "workeroutput", {})
+    worker_fuzz_tests += output.get("gdn_fuzz_tests", 0)
+    if (data := output.get("gdn_report")) and ACTIVE is not None:
+        worker = RunReport.from_json(json.loads(data))
+        worker.errors = []  # the controller's pytest_runtest_logreport saw the same failed reports (and crashes)
+        ACTIVE.report.merge(worker)
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -257,17 +330,11 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(f"  corpus entry not replayed: {entry}")
     for path in ACTIVE.new_corpus:
         terminalreporter.write_line(f"  new corpus entry: {path}")
-    if ACTIVE.options.isolate:
-        from fuzz.run.worker import stats
-
-        s = stats()
-        cost = f", {sum(s.start_seconds) / len(s.start_seconds):.2f} s per start" if s.start_seconds else ""
-        terminalreporter.write_line(f"  isolated in worker processes (timeout {ACTIVE.options.timeout:g} s): "
-                                    f"{s.calls} calls, {s.starts} starts ({s.restarts} restarts{cost}), "
-                                    f"{s.crashes} crashes, {s.hangs} hangs")
     if ACTIVE.nothing_ran:
-        terminalreporter.write_line("gdn-fuzz: fuzz tests were selected but no example ran (every selected target "
-                                    "is unavailable, see above): exit status 5", red=True)
+        why = ("each one stopped before its first example (time box?)" if report.tests else
+               "every selected target is unavailable or masked, see above")
+        terminalreporter.write_line(f"gdn-fuzz: fuzz tests were selected but no example ran ({why}): exit status 5",
+                                    red=True)
 
 
 __all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests", "pytest_pyfunc_call",

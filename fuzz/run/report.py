@@ -64,6 +64,7 @@ class RunReport:
     errors: list = field(default_factory=list)  # {"test", "message"}: failed tests that are not fuzz findings
     records: list = field(default_factory=list)  # one dict per checked example
     phases: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> phase -> seconds
+    isolation: Counter = field(default_factory=Counter)  # --gdn-isolate workers: calls, starts, crashes, hangs, ...
 
     # ---- filling ---------------------------------------------------------------------------------------------
     def record(self, test: str, op: str, result: CheckResult, seconds: float, stage: str) -> None:
@@ -99,6 +100,11 @@ class RunReport:
             lines.append(f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
                          f"{', '.join(runs) or 'no examples (not selected)'}")
             lines += [f"  {name:34s} UNAVAILABLE for {op}: {why}" for op, why in sorted(t.get("ops_off", {}).items())]
+        if self.isolation:
+            s = self.isolation
+            per = f", {s['start_seconds'] / s['starts']:.2f} s per start" if s["starts"] else ""
+            lines.append(f"  isolated in worker processes: {s['calls']} calls, {s['starts']} starts ({s['restarts']} "
+                         f"restarts{per}), {s['crashes']} crashes, {s['hangs']} hangs")
         if self.failures:
             lines.append(f"  {len(self.failures)} distinct failure(s):")
             for f in self.failures:
@@ -119,7 +125,7 @@ class RunReport:
                              "distinct": {op: len(self.distinct[(name, op)]) for op in sorted(ops)}}
         return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
                 "targets": targets, "tests": self.tests, "failures": [f.to_json() for f in self.failures],
-                "errors": self.errors, "records": self.records,
+                "errors": self.errors, "records": self.records, "isolation": dict(self.isolation),
                 "phases": {t: dict(p) for t, p in self.phases.items()}}
 
     @classmethod
@@ -137,6 +143,7 @@ class RunReport:
         report.records = d["records"]
         for t, p in d.get("phases", {}).items():
             report.phases[t].update(p)
+        report.isolation.update(d.get("isolation", {}))
         return report
 
     def write(self, path: str | Path) -> None:
@@ -158,3 +165,4 @@ class RunReport:
         self.records += other.records
         for t, p in other.phases.items():
             self.phases[t].update(p)
+        self.isolation.update(other.isolation)

@@ -34,7 +34,7 @@ from fuzz.generate.strategies import cases
 from fuzz.run.harness import check
 from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.result import CheckResult, Failure, failures_in
-from fuzz.run.worker import DEFAULT_TIMEOUT, check_isolated
+from fuzz.run.worker import DEFAULT_TIMEOUT, check_isolated, worker_for
 from fuzz.targets.base import Target, Unavailable
 from fuzz.targets.known_bugs import masked_reason
 
@@ -186,6 +186,8 @@ class FuzzSession:
     # ---- one fuzz test: rounds -----------------------------------------------------------------------------------
     def run_test(self, nodeid: str, target: Target, op: str, test_fn) -> list[FailureRecord]:
         """Run the fuzz test `test_fn` (fuzz_test's) in rounds; return its distinct shrunk failures."""
+        if self.options.isolate:  # the worker's start (interpreter, torch, CUDA) is not the test's time
+            worker_for(target.device(self.budget.device), self.options.timeout).ensure_started()
         now = time.monotonic()
         box = self.options.test_seconds
         test = self._test = TestRun(nodeid, target, op, now, now + box if box else None,
@@ -200,6 +202,8 @@ class FuzzSession:
                     break
         finally:
             self._test = None
+        if test.deadline is not None and time.monotonic() >= test.deadline and test.drawn < budget:
+            test.boxed = True  # the time, not the examples budget, ended it
         self.report.tests[nodeid] = {
             "target": target.name, "op": op, "rounds": test.rounds, "checked": test.checked,
             "seconds": round(time.monotonic() - test.started, 2), "box": box, "boxed": test.boxed,
@@ -219,7 +223,7 @@ class FuzzSession:
         phases = [p for p in settings.default.phases
                   if (first or p not in (hypothesis.Phase.explicit, hypothesis.Phase.reuse))
                   and (self.options.shrink or p is not hypothesis.Phase.shrink)]
-        inner = test_fn.gdn_inner
+        inner = test_fn.gdn.inner
         # Hypothesis's pytest plugin gives each parametrized test its own database key the same way.
         inner._hypothesis_internal_add_digest = test.nodeid.encode()
         # settings outermost: @seed applied last would turn the example database off.
@@ -279,13 +283,14 @@ def active_session() -> FuzzSession:
     return plugin.ACTIVE
 
 
-def fuzz_test(op: str):
+def fuzz_test(op: str, large: bool = False):
     """The Hypothesis test for one operation; fuzz/conftest.py parametrizes `target` over the registry. It takes no
-    pytest fixture beside `target`, so HypoFuzz can run it as it is."""
+    pytest fixture beside `target`, so HypoFuzz can run it as it is. `large`: pools whose top slot offsets pass int32
+    (8 GiB on a GPU), in a test of their own so they are drawn often and hold GPU memory one at a time."""
 
     def test(target: Target, data) -> None:
         session = active_session()
-        case = data.draw(cases(target, op, session.budget, session.bugs(target)), label="case")
+        case = data.draw(cases(target, op, session.budget, session.bugs(target), large), label="case")
         result = session.example(target, op, case)
         if result is None:  # past the time box: drawn, not checked
             return
@@ -297,5 +302,14 @@ def fuzz_test(op: str):
             raise result.failure.exception()
 
     wrapped = given(data=st.data())(test)
-    wrapped.gdn_op, wrapped.gdn_inner = op, test
+    wrapped.gdn = FuzzTest(op, test, large)  # one attribute: pytest -k matches attribute names as keywords
     return wrapped
+
+
+@dataclass(frozen=True)
+class FuzzTest:
+    """What fuzz_test made: the operation, the undecorated test body (the rounds wrap it anew) and the pool size."""
+
+    op: str
+    inner: object
+    large: bool = False

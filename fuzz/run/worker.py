@@ -147,6 +147,10 @@ class Worker:
         return result
 
     # ---- the process --------------------------------------------------------------------------
+    def ensure_started(self) -> None:
+        if not self.alive:
+            self.start()
+
     def start(self) -> None:
         """(Re)start the child and wait until it has imported the harness."""
         self.stop(graceful=False)

@@ -298,3 +298,104 @@ chunk_gated_delta_rule = _DEFAULT.chunk_gated_delta_rule
 
 __all__ = ["FlashInferCPU", "chunk_gated_delta_rule", "gated_delta_rule_decode", "gated_delta_rule_decode_pretranspose",
            "gated_delta_rule_mtp"]
+
+
+# ---- older releases' APIs -------------------------------------------------------------------------------------------
+# The stand-in as an older release's API: the four entry points take exactly that release's parameters, in its
+# positional order, with its defaults (read from each wheel's AST, docs/research/flashinfer-releases.md §1); any other
+# keyword is a TypeError, as there. What runs is the full (0.7.4) stand-in above: these objects mimic a release's
+# signatures, never its kernels, routing or bugs, and they are no release (no __version__; `api_release` names the
+# release whose API they mimic), so the adapters must read what they can do from the signatures alone.
+_COMMON = "q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None, use_qk_l2norm=True"
+_MTP = "q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale=None, output=None"
+_CHUNK = ("q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None, "
+          "use_qk_l2norm_in_kernel=False, output=None, output_state=None")
+_CHECKPOINTS = ", state_checkpoints=None, checkpoint_cu_starts=None, checkpoint_every_n_tokens=0"
+_POOL_0_6_9 = ", initial_state=None, initial_state_indices=None, output_state_indices=None"
+_VERIFY_0_7_0 = ", intermediate_states_buffer=None, disable_state_update=False, backend='auto'"
+_MTP_0_6_14 = (", intermediate_states_buffer=None, ssm_state_indices=None, disable_state_update=None, "
+               "use_qk_l2norm=True, output_state_indices=None")
+_REPLAYSSM = ", cache_replayssm=False, replayssm_rawv=None, replayssm_rawk=None, replayssm_g=None, replayssm_beta=None"
+_CHUNK_0_7_1 = _CHUNK + _CHECKPOINTS + ", use_cp='auto', state_indices=None, _cp_chunk_len=None, backend='auto', " \
+    "max_seqlen=None"
+RELEASE_SIGNATURES = {
+    "0.6.5": {  # no pool on the pretranspose; MTP's disable_state_update defaults to True
+        "gated_delta_rule_decode_pretranspose": _COMMON,
+        "gated_delta_rule_mtp": _MTP + ", intermediate_states_buffer=None, disable_state_update=True, "
+                                       "use_qk_l2norm=True",
+        "gated_delta_rule_decode": _COMMON,
+        "chunk_gated_delta_rule": _CHUNK,
+    },
+    "0.6.10": {  # 0.6.9 .. 0.6.13 pretranspose, 0.6.7 .. 0.6.13 MTP, 0.6.8 .. 0.6.13 prefill
+        "gated_delta_rule_decode_pretranspose": _COMMON + _POOL_0_6_9,
+        "gated_delta_rule_mtp": _MTP + ", intermediate_states_buffer=None, disable_state_update=None, "
+                                       "use_qk_l2norm=True",
+        "gated_delta_rule_decode": _COMMON,
+        "chunk_gated_delta_rule": _CHUNK + _CHECKPOINTS,
+    },
+    "0.6.16.post4": {  # 0.6.14 MTP (positional order changed), 0.6.16 prefill state_indices
+        "gated_delta_rule_decode_pretranspose": _COMMON + _POOL_0_6_9,
+        "gated_delta_rule_mtp": _MTP + _MTP_0_6_14,
+        "gated_delta_rule_decode": _COMMON,
+        "chunk_gated_delta_rule": _CHUNK + _CHECKPOINTS + ", use_cp='auto', state_indices=None",
+    },
+    "0.7.2.post1": {  # 0.7.0 pretranspose / decode, 0.7.2 MTP (ReplaySSM), 0.7.1 prefill
+        "gated_delta_rule_decode_pretranspose": _COMMON + _POOL_0_6_9 + _VERIFY_0_7_0,
+        "gated_delta_rule_mtp": _MTP + _MTP_0_6_14 + _REPLAYSSM,
+        "gated_delta_rule_decode": _COMMON + ", backend='auto'",
+        "chunk_gated_delta_rule": _CHUNK_0_7_1,
+    },
+    "0.7.4": {
+        "gated_delta_rule_decode_pretranspose": _COMMON + _POOL_0_6_9 + _VERIFY_0_7_0,
+        "gated_delta_rule_mtp": _MTP + _MTP_0_6_14 + _REPLAYSSM,
+        "gated_delta_rule_decode": _COMMON + ", backend='auto'",
+        "chunk_gated_delta_rule": _CHUNK_0_7_1 + ", *, gate_domain='linear', use_gate_in_kernel=False, A_log=None, "
+                                  "dt_bias=None, beta_is_logit=False, cu_seqlens_cpu=None, output_state_indices=None, "
+                                  "checkpoint_state_indices=None, prefix_lens=None",
+    },
+}
+RELEASE_SIGNATURES["0.6.11"] = RELEASE_SIGNATURES["0.6.10"]  # same four signatures (0.6.11 rewrote bf16 kernels)
+
+
+def _signature(name: str, params: str):
+    import inspect
+
+    namespace: dict = {}
+    exec(f"def {name}({params}):\n    pass", namespace)  # noqa: S102 - our own constant parameter lists
+    return inspect.signature(namespace[name])
+
+
+def _with_signature(name: str, params: str, full):
+    """`full` behind exactly `params`: binding raises TypeError as the release would; the bound arguments (release
+    defaults applied) go to `full` as keywords."""
+    sig = _signature(name, params)
+
+    def entry(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return full(**bound.arguments)
+
+    entry.__name__ = entry.__qualname__ = name
+    entry.__signature__ = sig
+    entry.__doc__ = f"{name}{sig} (the API of flashinfer-python as mimicked), run by the CPU stand-in"
+    return entry
+
+
+def release_api(release: str, standin: FlashInferCPU | None = None) -> SimpleNamespace:
+    """The stand-in (a fresh FlashInferCPU unless given) with `release`'s four signatures; `api_release` says which."""
+    standin = FlashInferCPU() if standin is None else standin
+    entries = {name: _with_signature(name, params, getattr(standin, name))
+               for name, params in RELEASE_SIGNATURES[release].items()}
+    return SimpleNamespace(api_release=release, standin=standin, **entries)
+
+
+release_0_6_5 = release_api("0.6.5")
+release_0_6_10 = release_api("0.6.10")
+release_0_6_11 = release_api("0.6.11")
+release_0_6_16 = release_api("0.6.16.post4")
+release_0_7_2 = release_api("0.7.2.post1")
+release_0_7_4 = release_api("0.7.4")
+RELEASES = {"0.6.5": release_0_6_5, "0.6.10": release_0_6_10, "0.6.11": release_0_6_11,
+            "0.6.16.post4": release_0_6_16, "0.7.2.post1": release_0_7_2, "0.7.4": release_0_7_4}
+__all__ += ["RELEASE_SIGNATURES", "RELEASES", "release_api", "release_0_6_5", "release_0_6_10", "release_0_6_11",
+            "release_0_6_16", "release_0_7_2", "release_0_7_4"]

@@ -56,6 +56,7 @@ class Support:
     strided_pool: bool = False
     no_update: bool = False
     l2norm_off: bool = True
+    output_optional: bool = False  # output= may be None (the library allocates the buffer it returns)
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
 
     def narrowed(self, **limits) -> Support:

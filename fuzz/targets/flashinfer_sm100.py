@@ -92,6 +92,10 @@ class ReplaySSMTarget(FlashInferTarget):
     def __init__(self, name: str, path: str, support: Support):
         super().__init__(name, path, support, "gated_delta_rule_mtp")
         self.needs = ("gated_delta_rule_mtp", "gated_delta_rule_replayssm_commit")
+        # ReplaySSM's keywords (0.7.2+): a release without them cannot run this target at all
+        self.essential = {"gated_delta_rule_mtp": ("cache_replayssm", "replayssm_rawv", "replayssm_rawk", "replayssm_g",
+                                                   "replayssm_beta"),
+                          "gated_delta_rule_replayssm_commit": ("use_qk_l2norm", "backend")}
 
     def unavailable_reason(self, profile_device: str) -> str | None:
         reason = super().unavailable_reason(profile_device)

@@ -69,7 +69,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug("fp16-output-roundtrip", "gated_delta_rule_mtp with an fp16 output stages it as bf16 and copies every "
              "row back (run_mtp_decode: output.to(bfloat16) ... output_writeback.copy_), so padded requests' rows, left "
              "untouched by contract, are rounded to bf16; masked by bf16 inputs only", (FI_MTP,), "0.6.18",
-             mask={"input_dtypes": ("bf16",)}, seen_on=("0.7.2.post1", "0.7.4")),  # staged since #4219 (0.6.18)
+             mask={"input_dtypes": ("bf16",)}, seen_on=("0.7.2.post1", "0.7.4")),  # staged since 0.6.18 (#4219)
     KnownBug("wide-vec-no-writeback", "bf16-state gated_delta_rule_mtp with an intermediate_states_buffer and state "
              "updates on does not write the final state to the pool when B*HV >= 128 (its wide_vec kernel: 'caller "
              "must read the final state from buffer[:, T-1]'); masked by drawing the buffer only with "

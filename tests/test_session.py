@@ -1,0 +1,69 @@
+"""Fuzz tests run in rounds (fuzz.run.session): an early bug does not hide a later one, each distinct failure (kind x
+dispatch bucket x cause) is shrunk and reported once, and the time box bounds a test's wall time (no new example is
+drawn into a check after it, only a failure found in the last round may still shrink)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from fuzz.standins.flashinfer_cpu import FlashInferCPU
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class TwoBugs(FlashInferCPU):
+    """Padded fp32 decode rows are left unwritten (found at once), and fp16 inputs are bit-cast as bf16 (found only
+    in fp16 cases): two distinct failures of one test."""
+
+    def pad_output(self, out, rows):
+        pass
+
+    def to_bf16(self, x):
+        return x.view(torch.bfloat16) if x.dtype == torch.float16 else super().to_bf16(x)
+
+
+two_bugs = TwoBugs()
+
+
+def fuzz(*args, report: Path, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict, float]:
+    began = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "fuzz/test_decode.py", "-q", "-p", "no:warnings",
+                           "-p", "no:cacheprovider", "--hypothesis-profile=ci", f"--gdn-report={report}", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    return proc, json.loads(report.read_text()), time.monotonic() - began
+
+
+def test_both_bugs_of_one_test_are_reported_each_shrunk(tmp_path):
+    proc, report, _ = fuzz("-k", "flashinfer-pretranspose", "--gdn-target", "flashinfer=tests.test_session:two_bugs",
+                           report=tmp_path / "r.json")
+    assert proc.returncode == 1, proc.stdout
+    by_kind = {}
+    for f in report["failures"]:
+        by_kind.setdefault(f["kind"], []).append(f)
+    [unwritten] = by_kind.pop("UnwrittenOutput")  # one bug, one failure: the bucket is not the compile key
+    assert "-pad1-" in unwritten["case"] and "-B1-" in unwritten["case"] and unwritten["minimal"]
+    # the bit-cast: wrong values, and NaN where the l2norm no longer tames the garbage, each its own failure
+    assert by_kind and set(by_kind) <= {"OutputMismatch", "StateMismatch", "NonFinite"}, report["failures"]
+    for f in (f for fs in by_kind.values() for f in fs):
+        assert "fp16in" in f["case"] and "-B1-" in f["case"] and "-pad0-" in f["case"] and f["minimal"], f
+    test = report["tests"]["fuzz/test_decode.py::test_decode[flashinfer-pretranspose-fp32]"]
+    assert test["rounds"] >= 2 and test["checked"] > 50, test  # generation went on after the first failure
+    assert f"{len(report['failures'])} distinct failure(s)" in proc.stdout
+
+
+def test_the_time_box_bounds_wall_time_and_stops_drawing(tmp_path):
+    box = 6.0
+    proc, report, wall = fuzz("-k", "fla-recurrent and not loggates", f"--gdn-test-seconds={box}",
+                              "--gdn-examples=100000", report=tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stdout
+    [test] = report["tests"].values()
+    assert test["boxed"], test
+    assert test["seconds"] < box + 4, test  # the box plus at most one example and the round's few leftover draws
+    drawn_after = [r for r in report["records"] if r["stage"] == "generate"]
+    assert len(drawn_after) == test["checked"] > 0
+    assert "stopped by its 6 s time box" in proc.stdout
