@@ -148,6 +148,53 @@ class StridedPoolCapacityBakedIn(FlashInferCPU):
         return super()._run(path, q, k, v, pool, *args, **kwargs)
 
 
+# ---- cross-call bugs (tests/test_serving.py: found by serving sequences, never by one call) ----------------------
+class CachedDefaultOutput(FlashInferCPU):
+    """With output=None the decode / MTP entry points hand out one cached buffer per shape instead of a new tensor, so
+    the next call of that shape overwrites the output its caller still holds. Incident class: FlashInfer 0.6.11 ..
+    0.6.17 (a default output buffer reused across calls)."""
+
+    def _run(self, path, q, k, v, pool, read_idx, write_idx, A_log, a, dt_bias, b, scale, output, *args, **kwargs):
+        if output is None:
+            shape = (*q.shape[:2], *v.shape[2:])
+            output = self.kernels.setdefault(("default output", path, shape, q.dtype),
+                                             torch.empty(shape, dtype=q.dtype))
+        return super()._run(path, q, k, v, pool, read_idx, write_idx, A_log, a, dt_bias, b, scale, output, *args,
+                            **kwargs)
+
+
+class InputDtypeLeftOutOfKey(FlashInferCPU):
+    """The compiled kernel's signature fixes q/k/v's dtype, but its cache key leaves the dtype out: an fp16 call after a
+    bf16 call of the same shape gets the bf16 kernel, whose argument check rejects it. Incident class: CuTe DSL compile
+    caches keyed without every dtype (TVM-FFI's "Mismatched Tensor ... expected dtype=" on the stale kernel)."""
+
+    def _run(self, path, q, *args, **kwargs):
+        compiled = self.kernels.setdefault(("inputs", path, *q.shape[1:]), q.dtype)  # B is dynamic
+        if compiled != q.dtype:
+            raise ValueError(f"Mismatched Tensor on argument #0 when calling: `q`, expected dtype="
+                             f"{str(compiled).removeprefix('torch.')}, got {str(q.dtype).removeprefix('torch.')}")
+        return super()._run(path, q, *args, **kwargs)
+
+
+class StaleRowsPastTheBatch(FlashInferCPU):
+    """The read slots go through a static index buffer sized for the largest batch seen, as a CUDA graph captured at
+    that batch size keeps them, and every row of it runs: rows past this call's B still hold an earlier, larger
+    batch's slots, so those requests' states take one more step (zero inputs there: the decay alone) although no
+    request of this call names them. Incident class: padded CUDA-graph replays whose padding rows are not reset to
+    the null slot."""
+
+    def _run(self, path, q, k, v, pool, read_idx, write_idx, A_log, a, dt_bias, b, *args, **kwargs):
+        out = super()._run(path, q, k, v, pool, read_idx, write_idx, A_log, a, dt_bias, b, *args, **kwargs)
+        B, static = read_idx.shape[0], self.kernels.get(("static slots", path))
+        if static is None or static.shape[0] < B:
+            static = self.kernels[("static slots", path)] = read_idx.long().clone()
+        static[:B] = read_idx
+        stale = static[B:]
+        stale = stale[(stale >= 0) & (stale < pool.shape[0])]  # (a CUDA kernel would also write past a smaller pool)
+        decay = torch.exp(-torch.exp(A_log.float()) * self.softplus(dt_bias.float()))  # a = 0 in a padding row
+        pool[stale] = (pool[stale].float() * decay[:, None, None]).to(pool.dtype)
+        return out
+
 unguarded_pad_slot = UnguardedPadSlot()
 inter_row_by_slot = InterRowBySlot()
 gva_head_modulo = GvaHeadModulo()
@@ -163,5 +210,8 @@ compile_key_shape_only = CompileKeyShapeOnly()
 split_write_ignored = SplitWriteIgnored()
 prefill_skipped_write_wraps = PrefillSkippedWriteWraps()
 strided_pool_capacity_baked_in = StridedPoolCapacityBakedIn()
+cached_default_output = CachedDefaultOutput()
+input_dtype_left_out_of_key = InputDtypeLeftOutOfKey()
+stale_rows_past_the_batch = StaleRowsPastTheBatch()
 
 MUTANTS = {name: obj for name, obj in globals().items() if isinstance(obj, FlashInferCPU)}

@@ -40,6 +40,7 @@ def test_smallest_logged_case_per_target_and_kind(tmp_path):
 
 def test_an_argument_type_error_is_flagged_as_ours():
     row = {"installation": "x", "family": "flashinfer-", "seconds": 1, "killed": False, "exit": 1, "errors": [],
+           "examples": 3, "distinct": 3, "buckets": 1,
            "environment": {}, "targets": {}, "failures": [
                {"kind": "RejectedValidInput", "target": "flashinfer-bf16", "case": SMALL, "first_hit_seconds": 0.5,
                 "hits": 3, "minimal": True, "test": "t", "detail": "TypeError: f() got an unexpected keyword argument "

@@ -1,8 +1,11 @@
 """Corpus round trip: a failing fuzz run writes an entry, the entry loads and replays, an expected failure that stops
-failing flips the strict xfail, and a malformed file is one clear error naming the file and the field."""
+failing flips the strict xfail, a malformed file is one clear error naming the file and the field, and no finding
+ever replaces an entry (another run's, or a parallel writer's)."""
 import json
+import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -54,6 +57,11 @@ def test_entry_replays_as_xfail_and_flips_when_fixed(written):
     (lambda d: d.update(expect="Wrong"), "field 'expect'"),
     (lambda d: d.update(versions="=>1"), "field 'versions'"),
     (lambda d: d.update(schema=99), "field 'schema'"),
+    (lambda d: d.update(library="nosuch"), "field 'library' is 'nosuch'"),
+    (lambda d: d.update(target="nosuch-fp32"), "field 'target' is 'nosuch-fp32', no known target"),
+    (lambda d: d.update(target="fla-recurrent", library="sglang"), "target fla-recurrent is a fla target"),
+    (lambda d: d.update(case="decode-B1-T4-H1-HV1-K8-V16-pool1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]"),
+     "field 'case' is not a valid Case coordinate .*decode with T4"),
 ])
 def test_malformed_entry_names_file_and_field(tmp_path, change, field):
     data = json.loads(next((ROOT / "corpus").glob("*.json")).read_text())
@@ -68,3 +76,38 @@ def test_malformed_entry_stops_the_replay_with_its_name(tmp_path):
     (tmp_path / "broken.json").write_text('{"schema": 1}')
     run = pytest_run("fuzz/test_corpus.py", corpus_dir=tmp_path)
     assert run.returncode != 0 and "broken.json: missing field 'case'" in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("make", [lambda p: p / "missing", lambda p: p], ids=["missing", "empty"])
+def test_a_corpus_with_nothing_to_replay_is_an_error(tmp_path, make):
+    with pytest.raises(corpus.CorpusError, match="no such corpus directory|no corpus entries"):
+        corpus.load_all(make(tmp_path))
+
+
+def test_the_checkout_replays_its_own_corpus():
+    assert corpus.default_dir() == ROOT / "corpus" and corpus.load_all()
+
+
+def test_save_never_overwrites_even_in_parallel(tmp_path):
+    entry = corpus.load(next((ROOT / "corpus").glob("*.json")))
+    write = lambda description: corpus.save(tmp_path, entry.case, entry.target, entry.library, "", entry.expect,  # noqa
+                                            description)
+    first = write("first")
+    with ThreadPoolExecutor(8) as pool:
+        paths = list(pool.map(write, [f"writer {i}" for i in range(16)]))
+    assert len({first, *paths}) == 17 and corpus.load(first).description == "first"
+    assert sorted(corpus.load(p).description for p in paths) == sorted(f"writer {i}" for i in range(16))
+
+
+def test_a_second_run_with_the_same_finding_adds_entries_beside_the_first(written, tmp_path):
+    """Two runs, one --gdn-corpus-out: entry names end in a counter, not the seed, so nothing is replaced."""
+    out = tmp_path / "corpus"
+    shutil.copytree(written, out)
+    before = {p.name: p.read_bytes() for p in out.glob("*.json")}
+    run = pytest_run("fuzz/test_decode.py", "-k", "flashinfer-pretranspose", "--gdn-target", MUTANT,
+                     "--gdn-corpus-out", str(out))
+    assert run.returncode == 1, run.stdout
+    after = {p.name: p.read_bytes() for p in out.glob("*.json")}
+    assert {name: after[name] for name in before} == before
+    added = [corpus.load(out / name) for name in set(after) - set(before)]
+    assert len(added) == len(before) and all(e.expect == "UnwrittenOutput" for e in added)

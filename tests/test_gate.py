@@ -1,120 +1,343 @@
-"""The kernel-upgrade gate (`gdn-fuzz gate`, fuzz.cli.gate) end to end on the CPU: each side is this interpreter or a
-directory on PYTHONPATH, with the flashinfer family pointed at the CPU stand-in or at a mutant of it (a build
-that stopped zeroing padded fp32 decode outputs). One target and 20 examples per test keep each gate run short."""
+"""The kernel-upgrade gate (`gdn-fuzz gate`, fuzz.cli.gate). End to end on the CPU: each side is this interpreter or
+a directory on PYTHONPATH, with the flashinfer family pointed at the CPU stand-in or at a mutant of it (a build that
+stopped zeroing padded fp32 decode outputs); two targets and 20 examples per test keep each gate run short. Failure
+classification, drift and progress are checked on hand-built reports and logs."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
+import os
+import re
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from html.parser import HTMLParser
+from pathlib import Path
 
 import matplotlib.image
 import pytest
 
 from fuzz.cli import gate
+from fuzz.run.campaign import Progress, Watch
+from fuzz.run.installation import Installation
 
+ROOT = Path(__file__).resolve().parents[1]
 STANDIN = "flashinfer=fuzz.standins.flashinfer_cpu"
 MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"
 BUG = ("fuzz/test_decode.py::test_decode[flashinfer-pretranspose-fp32]", "UnwrittenOutput")
+CLEAN = "flashinfer-decode-kmajor"  # the mutant leaves it alone: every case it judges is shared
 
 
-def run_gate(out, baseline_override, candidate_override, baseline=sys.executable, candidate=sys.executable) -> int:
+def run_gate(out, baseline_override, candidate_override, *more, baseline=sys.executable,
+             candidate=sys.executable) -> int:
     return gate.main(["gate", "--baseline", baseline, "--candidate", str(candidate), "--families", "flashinfer",
-                      "-k", "pretranspose", "--baseline-override", baseline_override,
-                      "--candidate-override", candidate_override, "--examples", "20", "--parallel", "--out", str(out)])
+                      "-k", "(test_decode or test_corpus) and (pretranspose or kmajor)",
+                      "--baseline-override", baseline_override, "--candidate-override", candidate_override,
+                      "--examples", "20", "--parallel", "--out", str(out), *more])
 
 
-def statuses(out) -> dict:
-    """JUnit testcase name -> its status (the classname's last part), the summary's failure message."""
+@dataclass
+class Run:
+    code: int
+    out: Path
+    printed: str
+    step: Path  # the GitHub step summary it appended to
+
+
+@pytest.fixture(scope="module")
+def new_failure(tmp_path_factory) -> Run:
+    """One gate run for the tests below: the stand-in against the mutant, the candidate an installation directory."""
+    tmp = tmp_path_factory.mktemp("gate")
+    site = tmp / "site"  # a candidate "installation" directory, put on PYTHONPATH
+    site.mkdir()
+    step = tmp / "step-summary.md"
+    step.write_text("earlier step\n")
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.setenv("GITHUB_STEP_SUMMARY", str(step))
+        code = run_gate(tmp / "out", STANDIN, MUTANT, "--markdown", str(tmp / "gate.md"), candidate=site)
+    return Run(code, tmp / "out", printed.getvalue(), step)
+
+
+def junit(out) -> dict:
+    """JUnit testcase name -> (its status: the classname's last part, its testcase element)."""
     suite = ET.parse(out / "gate.xml").getroot()
-    cases = {c.get("name"): c.get("classname").rpartition(".")[2] for c in suite.iter("testcase")}
-    summary = next(c for c in suite.iter("testcase") if c.get("name") == "summary").find("failure")
-    return {**cases, "summary": None if summary is None else summary.get("message")}
+    return {c.get("name"): (c.get("classname").rpartition(".")[2], c) for c in suite.iter("testcase")}
 
 
 class Report(HTMLParser):
+    """The HTML report's h1 text, its table cells per table, its images and its links."""
+
     def __init__(self, text: str):
         super().__init__()
-        self.h1, self.cells, self.images, self._tag = "", [], {}, None
+        self.h1, self.tables, self.images, self.links, self._tag = "", [], {}, [], None
         self.feed(text)
 
     def handle_starttag(self, tag, attrs):
-        self._tag = tag
-        if tag == "img":
-            attrs = dict(attrs)
+        attrs = dict(attrs)
+        self._tag = tag if tag in ("h1", "td", "th") else self._tag
+        if tag == "table":
+            self.tables.append([])
+        elif tag in ("td", "th"):
+            self.tables[-1].append("")
+        elif tag == "img":
             self.images[attrs["alt"]] = attrs["src"]
+        elif tag == "a":
+            self.links.append(attrs["href"])
 
     def handle_data(self, data):
         if self._tag == "h1":
             self.h1 += data
         elif self._tag in ("td", "th"):
-            self.cells.append(data)
+            self.tables[-1][-1] += data
 
     def handle_endtag(self, tag):
-        self._tag = None
+        if tag in ("h1", "td", "th"):
+            self._tag = None
 
 
-def test_new_failure_fails_the_gate(tmp_path, capsys):
-    site = tmp_path / "site"  # a candidate "installation" directory, put on PYTHONPATH
-    site.mkdir()
-    (site / "candidate_build.py").write_text("from tests.mutants import padded_output_not_zeroed as api\n")
-    out = tmp_path / "out"
-    assert run_gate(out, STANDIN, "flashinfer=candidate_build:api", candidate=site) == 1
+def test_new_failure_fails_the_gate(new_failure):
+    assert new_failure.code == 1
+    [(status, case)] = [v for n, v in junit(new_failure.out).items() if n.startswith(" ".join(BUG))]
+    assert status == "new" and case.find("failure").get("type") == BUG[1]
+    assert junit(new_failure.out)["summary"][1].find("failure").get("message") == "1 new failures"
+    # no terminal: one progress line per finished test, with its examples and distinct failures
+    printed, at = new_failure.printed, r"\[\d+/\d+ \d:\d\d\]"  # [tests finished/selected elapsed]
+    assert re.search(rf"^candidate {at} FAILED {re.escape(BUG[0])}: \d+ examples, 1 distinct failure$", printed,
+                     re.M), printed
+    assert re.search(rf"^baseline {at} PASSED fuzz/test_decode.py::test_decode\[{CLEAN}\]: \d+ examples$", printed,
+                     re.M), printed
 
-    assert f"new failures: 1\n    {BUG[0]} {BUG[1]}: decode-" in capsys.readouterr().out
-    assert statuses(out)[" ".join(BUG)] == "new"
-    assert statuses(out)["summary"] == "1 new failures"
 
-    report = Report((out / "report.html").read_text())
-    assert report.h1 == "gdn-fuzz gate: FAIL: new failures"
-    row = report.cells.index(BUG[0])
-    assert report.cells[row - 1: row + 3][:3] == ["new", *BUG] and report.cells[row + 3].startswith("decode-B")
-    assert set(report.images) == {"Error-to-bound ratios per path", "Worst error over T x state dtype",
-                                  "Dispatch-bucket coverage"}
+def test_its_script_reproduces_it(new_failure):
+    [script] = (new_failure.out / "scripts").iterdir()
+    coordinate = json.loads((new_failure.out / "candidate.json").read_text())["failures"][0]["case"]
+    assert script.name == f"new-1-flashinfer-pretranspose-fp32-{BUG[1]}.py" and coordinate in script.read_text()
+    [(_, case)] = [v for n, v in junit(new_failure.out).items() if n.startswith(" ".join(BUG))]
+    assert coordinate in case.find("failure").text and str(script) in case.find("failure").text
+    assert f"`scripts/{script.name}`" in (new_failure.out / "summary.md").read_text()
+    assert f"scripts/{script.name}" in Report((new_failure.out / "report.html").read_text()).links
+    run = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr  # reproduced, on the candidate's mutant module
+
+
+def test_markdown_summary(new_failure):
+    out = new_failure.out
+    summary = (out / "summary.md").read_text()
+    assert summary == (out.parent / "gate.md").read_text()
+    assert new_failure.step.read_text() == f"earlier step\n{summary}\n"
+    coordinate = json.loads((out / "candidate.json").read_text())["failures"][0]["case"]
+    assert summary.startswith("## gdn-fuzz gate: ❌ FAIL: 1 new failure\n")
+    assert "| fuzz failures | 1 | 0 | 0 | 0 |" in summary
+    assert f"| `test_decode[flashinfer-pretranspose-fp32]` | {BUG[1]} | - | `{coordinate}` " in summary
+    b, c, both = gate.shared_coordinates(*(json.loads((out / f"{s}.json").read_text()) for s in gate.SIDES))
+    assert both >= 0.5 * max(b, c), (b, c, both)  # the clean target's cases are all shared
+    assert f"{both} coordinates judged by both sides" in summary
+    assert "flashinfer-pretranspose-fp32 (candidate)" in summary  # why that target shares fewer
+
+
+def test_html_report(new_failure):
+    report = Report((new_failure.out / "report.html").read_text())
+    assert report.h1 == "gdn-fuzz gate: FAIL: 1 new failure"
+    failures = next(t for t in report.tables if "reproduction" in t)
+    assert failures[failures.index("new") + 1:][:2] == ["test_decode[flashinfer-pretranspose-fp32]", BUG[1]]
+    targets = next(t for t in report.tables if t[:3] == ["target", "baseline", "candidate"])
+    names = targets[3::3]
+    assert CLEAN in names and all(n.startswith("flashinfer-") for n in names)  # only the family asked for
+    drift = next(t for t in report.tables if "change" in t)
+    rows = [drift[i:i + 8] for i in range(8, len(drift), 8)]
+    clean = [r[2].replace(" of ", " / ").split(" / ") for r in rows if r[0] == CLEAN]
+    assert clean and all(len(set(n)) == 1 for n in clean), rows  # every case shared, for each kind
+    assert all(r[7] == "1.00x" for r in rows if r[0] == CLEAN)
+    assert set(report.images) == {"Baseline vs candidate, per shared coordinate",
+                                  "Error-to-bound ratios per path (shared coordinates)",
+                                  "Worst error over T x state dtype (shared coordinates)",
+                                  "Dispatch-bucket coverage (all examples)"}
     for name, src in report.images.items():
         header, _, data = src.partition(",")
         assert header == "data:image/png;base64"
-        png = base64.b64decode(data)
-        (tmp_path / f"{name}.png").write_bytes(png)  # to look at: pytest --basetemp=DIR
-        height, width, _ = matplotlib.image.imread(io.BytesIO(png)).shape
+        height, width, _ = matplotlib.image.imread(io.BytesIO(base64.b64decode(data))).shape
         assert 200 < height < 2000 and 400 < width < 2000, name
 
-    records = json.loads((out / "baseline.json").read_text())["records"]
-    assert records and {"test", "target", "op", "case", "T", "state_dtype", "bucket", "ratios", "outcome",
-                        "final"} == set(records[0])
-    assert all(0 <= ratio <= 1 for r in records for ratio in r["ratios"].values())  # the stand-in passes
 
-
-def test_same_installation_passes(tmp_path, capsys):
-    assert run_gate(tmp_path, STANDIN, STANDIN) == 0
-    assert "new failures: 0\n  fixed failures: 0" in capsys.readouterr().out
-    # The stand-in runs where the corpus expects FlashInfer 0.7.4's H200 rejection, and rejects the HV=3 that FlashInfer
-    # accepts: strict xfails that pass, on both sides.
-    corpus = "fuzz/test_corpus.py::test_corpus[flashinfer-pretranspose-fp32:flashinfer-pretranspose-fp32-decode-{}]"
-    assert statuses(tmp_path) == {corpus.format("RejectedValidInput-0") + " XPASS(strict)": "unchanged",
-                                  corpus.format("AcceptedInvalidInput-0") + " XPASS(strict)": "unchanged",
-                                  "summary": None}
-    assert Report((tmp_path / "report.html").read_text()).h1 == "gdn-fuzz gate: PASS: no new failures"
-
-
-def test_fixed_failure_passes(tmp_path):
+def test_fixed_failure_passes(tmp_path, monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     assert run_gate(tmp_path, MUTANT, STANDIN) == 0
-    assert statuses(tmp_path)[" ".join(BUG)] == "fixed"
-    assert statuses(tmp_path)["summary"] is None
+    statuses = {name: status for name, (status, _) in junit(tmp_path).items()}
+    assert [s for n, s in statuses.items() if n.startswith(" ".join(BUG))] == ["fixed"]
+    assert junit(tmp_path)["summary"][1].find("failure") is None
+    assert "## gdn-fuzz gate: ✅ PASS: no new failure" in (tmp_path / "summary.md").read_text()
+    [script] = (tmp_path / "scripts").iterdir()  # reproduces on the baseline: made with its mutant module
+    assert script.name.startswith("fixed-1-flashinfer-pretranspose-fp32-UnwrittenOutput")
+    assert "tests.mutants:padded_output_not_zeroed" in script.read_text()
 
 
 def test_a_side_that_does_not_run_is_an_error(tmp_path, capsys):
     assert run_gate(tmp_path, STANDIN, STANDIN, baseline="/bin/false", candidate="/bin/false") == 2
-    assert "the baseline run failed (pytest exit 1)" in capsys.readouterr().err
+    assert "The baseline run failed (pytest exit 1) on `/bin/false`" in capsys.readouterr().err
+    assert (tmp_path / "summary.md").read_text().startswith("## gdn-fuzz gate: ⚠️ NOT RUN")
+    assert junit(tmp_path)["summary"][1].find("error").get("message") == "a side could not be run"
 
 
-def test_installations(tmp_path):
+def test_installations(tmp_path, capsys):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text("")
-    assert gate.Side("baseline", str(venv)).python == str(venv / "bin" / "python")
-    assert gate.Side("candidate", str(tmp_path)).env["PYTHONPATH"].split(":")[0] == str(tmp_path)
-    with pytest.raises(ValueError, match="not a python executable"):
-        gate.Side("baseline", str(tmp_path / "missing"))
+    (venv / "bin" / "python").chmod(0o755)
+    sides = [gate.Side(n, Installation(n, str(p))) for n, p in (("baseline", venv), ("candidate", tmp_path))]
+    assert sides[0].where.python == str(venv / "bin" / "python") and not sides[0].where.env
+    assert sides[1].where.env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        gate.main(["gate", "--baseline", str(tmp_path / "missing"), "--candidate", str(venv)])
+    assert exit.value.code == 2 and "expected a python executable, a venv or a directory" in capsys.readouterr().err
+
+
+# ---- failure classification, on hand-built reports ---------------------------------------------------------------
+
+FUZZ = "fuzz/test_decode.py::test_decode[t-a]"
+OTHER = "fuzz/test_decode.py::test_decode[t-b]"
+CORPUS = "fuzz/test_corpus.py::test_corpus[t-a:t-a-decode-OutputMismatch-0]"
+CASE = "decode-B1-T1-H1-HV2-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"
+CASE2 = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed5-slots[1,2]"
+
+
+def failure(kind, cause, case=CASE, test=FUZZ, bucket="t-a:decode") -> dict:
+    return {"test": test, "target": test.rpartition("[")[2][:-1], "kind": kind, "cause": cause, "detail": cause,
+            "case": case, "bucket": bucket, "key": f"{kind} | {bucket} | {cause}"}
+
+
+def side(name, failures=(), errors=(), ran=(FUZZ, OTHER, CORPUS), records=()) -> gate.Side:
+    report = {"failures": list(failures), "errors": list(errors), "records": list(records), "tests": {},
+              "targets": {}}
+    return gate.Side(name, Installation(name, sys.executable), report=report, ran=set(ran))
+
+
+def classified(baseline: gate.Side, candidate: gate.Side) -> list[tuple]:
+    return [(r.status, r.finding.test, r.finding.kind, r.baseline and r.baseline.case, r.candidate and r.candidate.case)
+            for r in gate.compare(baseline, candidate)]
+
+
+def test_failures_are_the_same_by_test_kind_variant_and_cause():
+    base = side("baseline", [failure("StateMismatch", "state error above the bound", CASE2),
+                             failure("UnwrittenOutput", "output rows still hold poison"),
+                             failure("OutputMismatch", "output error above the bound", test=OTHER)])
+    cand = side("candidate", [failure("StateMismatch", "state error above the bound"),  # shrank elsewhere: same
+                              failure("UnwrittenOutput", "output rows still hold poison", bucket="t-a:decode:wide"),
+                              failure("OutputMismatch", "output error above the bound", CASE2, test=OTHER)])
+    assert classified(base, cand) == [
+        ("new", FUZZ, "UnwrittenOutput", None, CASE),  # another kernel variant: another failure
+        ("fixed", FUZZ, "UnwrittenOutput", CASE, None),
+        ("unchanged", FUZZ, "StateMismatch", CASE2, CASE),
+        ("unchanged", OTHER, "OutputMismatch", CASE, CASE2)]
+
+
+def test_a_reworded_error_on_the_same_minimal_case_is_unchanged():
+    base = side("baseline", [failure("RejectedValidInput", "ValueError: bad stride N")])
+    cand = side("candidate", [failure("RejectedValidInput", "ValueError: stride N is not supported"),
+                              failure("RejectedValidInput", "RuntimeError: other", CASE2)])
+    rows = gate.compare(base, cand)
+    assert [(r.status, r.candidate.cause) for r in rows] == [("new", "RuntimeError: other"),
+                                                            ("unchanged", "ValueError: stride N is not supported")]
+    assert rows[1].note == "same minimal case; cause was: ValueError: bad stride N"
+
+
+def test_a_failure_on_a_test_the_candidate_did_not_run_is_untested_not_fixed():
+    base = side("baseline", [failure("OutputMismatch", "output error above the bound", test=OTHER)])
+    assert classified(base, side("candidate", ran=(FUZZ, CORPUS))) == [("untested", OTHER, "OutputMismatch", CASE,
+                                                                       None)]
+
+
+def test_a_strict_xpass_is_the_absence_of_a_known_bug():
+    xpass = {"test": CORPUS, "when": "call", "message": "[XPASS(strict)] the known bug"}
+    assert [r[0] for r in classified(side("baseline"), side("candidate", errors=[xpass]))] == ["fixed"]
+    assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate"))] == ["new"]
+    assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate", errors=[xpass]))] == [
+        "unchanged"]
+    assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate", ran=()))] == ["untested"]
+
+
+def test_a_corpus_replay_failure_and_a_fuzz_tests_own_failure_line():
+    replay = {"test": CORPUS, "when": "call",
+              "message": f"/x/fuzz/run/result.py:77: fuzz.judge.failures.OutputMismatch: {CASE}: output error 3.5"}
+    own = {"test": FUZZ, "when": "call", "message": "/x/plugin.py:194: Failed: 1 distinct failure(s) of t-a decode"}
+    found = gate.findings(side("candidate", [failure("NonFinite", "output not finite")], [replay, own]).report)
+    assert [(f.test, f.kind, f.fuzz) for f in found] == [(FUZZ, "NonFinite", True), (CORPUS, "OutputMismatch", False)]
+    assert found[1].cause.startswith("decode-BN-TN-") and found[1].cause.endswith(": output error N")
+
+
+# ---- numerics drift, on hand-built records -----------------------------------------------------------------------
+
+def record(case, ratios, test=FUZZ, target="t-a") -> dict:
+    return {"test": test, "target": target, "op": "decode", "case": case, "T": 1, "state_dtype": "fp32",
+            "bucket": "b", "outcome": "pass", "stage": "generate", "ratios": ratios}
+
+
+def test_drift_is_over_the_coordinates_both_sides_judged():
+    base = side("baseline", records=[record("c1", {"output": 0.1, "state": 0.2}), record("c2", {"output": 0.2}),
+                                     record("only-baseline", {"output": 0.9}), record("c3", {"output": 0.0})])
+    cand = side("candidate", records=[record("c1", {"output": 0.4}), record("c2", {"output": 0.2}),
+                                      record("only-candidate", {"output": 50.0}), record("c3", {"output": 0.0005}),
+                                      record("c1", {"output": 0.3})])  # checked twice: its worst counts
+    output, state = gate.drift(base.report, cand.report)
+    assert (output.target, output.kind, output.judged) == ("t-a", "output", (4, 4))
+    assert sorted(output.shared) == [("c1", 0.1, 0.4), ("c2", 0.2, 0.2), ("c3", 0.0, 0.0005)]
+    assert output.stats(0) == (0.1, 0.2) and output.stats(1) == (0.2, 0.4)
+    assert output.change == pytest.approx(2.0)  # ratio of medians
+    assert output.worst() == [("c1", 0.1, 0.4, pytest.approx(4.0))]  # c3 grew below the floor: not growth
+    assert (state.kind, state.judged, state.shared, state.stats(1), state.change) == ("state", (1, 0), [], None, None)
+    assert gate.shared_coordinates(base.report, cand.report) == (4, 4, 3)
+
+
+# ---- progress --------------------------------------------------------------------------------------------------
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.fixture
+def running():
+    """A process that runs until the test ends: what a Watch watches."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_progress_reads_the_verbose_log_and_the_report(tmp_path, running):
+    watch = Watch.of("baseline", tmp_path)
+    watch.log.write_text("collected 99 items\n")  # an earlier run's
+    assert watch.poll() == [] and watch.total is None  # not started: not read
+    watch.begin(running)
+    t1, t2, t3 = (f"fuzz/test_decode.py::test_decode[{t}]" for t in ("a", "b", "c"))
+    watch.log.write_text(f"collecting ... collected 9 items / 6 deselected / 3 selected\n\n{t1} PASSED [ 33%]\n{t2} ")
+    watch.live.write_text(json.dumps({"target": "b", "key": "K"}) + "\n")
+    assert watch.poll() == [(t1, "PASSED", 1)]  # a later event (t2 started): t1's report had its chance
+    assert (watch.total, watch.outcomes, list(watch.running), watch.failures) == (3, {t1: "PASSED"}, [t2], {("b", "K")})
+    stream = io.StringIO()
+    progress = Progress([watch], stream)
+    watch.report.write_text(json.dumps({"tests": {t2: {"checked": 7, "failures": ["K"]}}, "failures": [],
+                                        "targets": {"b": {"examples": {"decode": 7}}}}))
+    with open(watch.log, "a") as f:
+        f.write(f"FAILED [ 66%]\n{t3} SKIPPED [100%]\n")
+    progress.update()
+    assert stream.getvalue() == f"baseline [2/3 0:00] FAILED {t2}: 7 examples, 1 distinct failure\n"  # no skip line
+    assert (watch.examples, watch.failed_tests, watch.running) == (7, 1, {})
+    shown = Terminal()
+    with Progress([watch, Watch.of("candidate", tmp_path)], shown) as live:
+        live.update()
+    text = shown.getvalue()
+    assert "baseline" in text and "3/3" in text and "waiting" in text and "\x1b[" in text  # redrawn in place
+
+
+def test_progress_under_xdist(tmp_path, running):
+    watch = Watch.of("job", tmp_path)
+    watch.begin(running)
+    watch.log.write_text("created: 2/2 workers\n2 workers [4 items]\n\nscheduling tests via LoadScheduling\n\n"
+                         "fuzz/a.py::t[x] \nfuzz/a.py::t[y] \n[gw1] [ 25%] PASSED fuzz/a.py::t[y] warning text\n")
+    watch.poll()
+    assert (watch.total, watch.outcomes, list(watch.running)) == (4, {"fuzz/a.py::t[y]": "PASSED"}, ["fuzz/a.py::t[x]"])

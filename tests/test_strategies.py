@@ -62,11 +62,21 @@ def test_strategy_reaches(bug):
     assert predicate(found)
 
 
-def test_large_slot_ids_reach_int32_overflow_on_gpu_budgets():
+def test_large_pool_cases_reach_int32_overflow_and_other_cases_never():
+    """The large-pool tests draw every case with requests past the int32 element offsets; the others none."""
     target = BY_NAME["flashinfer-mtp-fp32"]
-    found = find(cases(target, "decode", BUDGETS["h200"]),
-                 lambda c: max(c.read_slots) * c.HV * c.K * c.V >= INT32_ELEMENTS, settings=FIND)
-    assert found.pool * found.HV * found.K * found.V > INT32_ELEMENTS
+
+    @settings(max_examples=30, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(cases(target, "verify", BUDGETS["h200"], large=True))
+    def every_large_case(c):
+        assert c.pool * c.HV * c.K * c.V > INT32_ELEMENTS
+        real = [s for s in c.read_slots if s >= 0] + [s for s in c.write_slots or () if s >= 0]
+        assert not real or max(real) * c.HV * c.K * c.V >= INT32_ELEMENTS
+
+    every_large_case()
+    with pytest.raises(Exception, match="No examples"):
+        find(cases(target, "verify", BUDGETS["h200"]), lambda c: c.pool * c.HV * c.K * c.V > INT32_ELEMENTS,
+             settings=FIND)
 
 
 def test_gpu_budgets_draw_warm_calls_on_a_larger_pool_and_cpu_budgets_never():

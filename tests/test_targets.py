@@ -7,7 +7,8 @@ import pytest
 from fuzz.targets.registry import TARGETS
 
 BY_NAME = {t.name: t for t in TARGETS}
-DECODE = "def gated_delta_rule_decode_pretranspose(): pass\ndef gated_delta_rule_mtp(): pass\n"
+DECODE = ("def gated_delta_rule_decode_pretranspose(*args, **kwargs): pass\n"
+          "def gated_delta_rule_mtp(*args, **kwargs): pass\n")
 
 
 @pytest.fixture
@@ -26,6 +27,6 @@ def test_prefill_import_failure_leaves_decode_targets_alone(fake_flashinfer):
 
 
 def test_release_without_a_semantics_row_is_unavailable(fake_flashinfer):
-    fake_flashinfer("def chunk_gated_delta_rule(): pass\n", version="0.7.2.post1")
+    fake_flashinfer("def chunk_gated_delta_rule(*args, **kwargs): pass\n", version="0.6.4")  # before FlashInfer GDN
     reason = BY_NAME["flashinfer-prefill-chunk"].unavailable_reason("cpu")
-    assert reason.startswith("no semantics row for flashinfer.prefill.chunk at version 0.7.2.post1")
+    assert reason.startswith("no semantics row for flashinfer.prefill.chunk at version 0.6.4")

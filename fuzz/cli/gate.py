@@ -1,11 +1,29 @@
-"""`gdn-fuzz gate`: the kernel-upgrade gate. Runs the corpus replay plus a derandomized fuzz budget (pytest on
-fuzz/ with the `gate` profile) against a baseline and a candidate installation of the target libraries, then
-compares them: new, fixed and unchanged failures, and numerics drift (error-to-bound ratios per target path).
-Writes gate.xml (JUnit), report.html and each side's pytest report, log and JUnit into --out. Exit status: 1 on
-any new failure, 2 when a side could not be run, else 0.
+"""`gdn-fuzz gate`: the kernel-upgrade gate. Runs the corpus replay plus a derandomized fuzz budget (pytest on the
+fuzz suites) against a baseline and a candidate installation of the target libraries, then compares them:
 
-An installation is a python executable (a venv's bin/python, or the venv directory itself) or a directory
-prepended to PYTHONPATH (`pip install --no-deps --target DIR lib==X`). Both sides run this checkout's fuzz/.
+    gdn-fuzz gate --baseline venv-0.7.4 --candidate venv-0.8.0 --profile b200 --families flashinfer --parallel \\
+        -- --gdn-isolate
+
+Failures: each side's distinct fuzz failures (with their minimal coordinates) and its failed tests that are no fuzz
+finding (a corpus replay that failed, or passed where it expects a failure: XPASS(strict); an error). Two sides'
+failures are the same one when test id, failure kind, kernel variant and cause agree, or when test, kind and variant
+agree and both shrank to the same minimal coordinate (the library reworded its error). new: the candidate's only
+(also a known bug whose corpus entry passed on the baseline and fails again on the candidate); fixed: the baseline's
+only, on a test the candidate ran; untested: the baseline's only, on a test the candidate did not run (a target
+unavailable there): no verdict; unchanged: both. Each new or fixed failure with a coordinate gets a standalone
+reproduction script (scripts/), to run with either side's python.
+
+Numerics drift: per target and judged kind, the error-to-bound ratios of the coordinates both sides judged (both
+draw the same cases: a fixed seed, an empty example database each, every known-bug mask; a test that fails on one
+side draws other cases after its first failure, so fewer of its cases are shared): median and max per side, the
+change (candidate median / baseline median, each floored at FLOOR) and the coordinates whose ratio grew most.
+
+Writes into --out: summary.md (also --markdown FILE, and appended to $GITHUB_STEP_SUMMARY when set), gate.xml
+(JUnit), report.html, scripts/, and each side's --gdn-report JSON, log, JUnit XML and live failure log. Exit status:
+1 on any new failure, 2 when a side could not be run, else 0.
+
+An installation is a python executable (a venv's bin/python, or the venv directory itself) or a directory put first
+on PYTHONPATH (`pip install --no-deps --target DIR lib==X`). Both sides run this gdn-fuzz's fuzz suites.
 """
 from __future__ import annotations
 
@@ -14,142 +32,317 @@ import json
 import os
 import re
 import shutil
-import subprocess
+import statistics
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from fuzz.judge.failures import normalized
+from fuzz.run.campaign import Progress, Watch
+from fuzz.run.installation import Installation
+
 SIDES = ("baseline", "candidate")
-STATUSES = ("new", "fixed", "unchanged")
+STATUSES = ("new", "fixed", "unchanged", "untested")
+SEED = 0
+FLOOR = 1e-3  # error/bound ratios below this (0: bitwise exact) count as this in changes and growths
+XPASS = "XPASS(strict)"  # a corpus entry's expected failure did not happen: the finding is the bug's absence
+_CORPUS_TEST = re.compile(r"::test_corpus\[([^\]:]+):(.+)\]$")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What both sides run."""
+
+    profile: str = "gate"
+    families: tuple[str, ...] = ()
+    keywords: str = ""  # -k, and-ed with the families
+    examples: int | None = None
+    extra: tuple[str, ...] = ()  # more pytest arguments
+
+    @property
+    def selection(self) -> str:
+        families = " or ".join(f"{f}-" for f in self.families)
+        return " and ".join(f"({e})" for e in (families, self.keywords) if e)
+
+    def asked(self, target: str) -> bool:
+        return not self.families or any(target.startswith(f"{f}-") for f in self.families)
 
 
 @dataclass
 class Side:
     name: str  # "baseline" or "candidate"
-    installation: str
+    where: Installation
     overrides: list = field(default_factory=list)  # FAMILY=module specs passed as --gdn-target
-    python: str = sys.executable
-    env: dict = field(default_factory=dict)
     returncode: int | None = None
     report: dict = field(default_factory=dict)  # the side's --gdn-report JSON
+    ran: set = field(default_factory=set)  # test ids it ran (not skipped)
+    seconds: float = 0.0  # its pytest run's wall time
 
-    def __post_init__(self):
-        path = Path(self.installation)
-        if path.is_dir() and (path / "bin" / "python").exists():
-            path = path / "bin" / "python"
-        if path.is_file():
-            self.python = str(path)
-        elif path.is_dir():
-            self.env = {"PYTHONPATH": os.pathsep.join(p for p in (str(path.resolve()), os.environ.get("PYTHONPATH"))
-                                                      if p)}
-        else:
-            raise ValueError(f"{self.name} {self.installation!r}: not a python executable, venv or directory")
-
-    def command(self, out: Path, profile: str, keywords: str, require: str, examples: int | None,
-                extra: list) -> list[str]:
+    def pytest_args(self, out: Path, plan: Plan) -> list[str]:
         # Both sides see the same case stream: a fixed seed, an empty example database of their own, and the masks of
         # every known bug (--gdn-masks=all; the corpus replay tracks those bugs).
-        return [self.python, "-m", "pytest", "fuzz/", f"--hypothesis-profile={profile}", "--hypothesis-seed=0", "-q",
+        return ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={plan.profile}", f"--hypothesis-seed={SEED}",
                 "--gdn-masks=all", f"--gdn-db={out / f'{self.name}-examples'}",
-                *([f"--gdn-examples={examples}"] if examples else []),
+                *([f"--gdn-examples={plan.examples}"] if plan.examples else []),
                 f"--gdn-report={out / f'{self.name}.json'}", f"--junitxml={out / f'{self.name}.xml'}",
-                *(["-k", keywords] if keywords else []), *([f"--gdn-require={require}"] if require else []),
-                *(f"--gdn-target={o}" for o in self.overrides), *extra]
+                f"--gdn-live-log={out / f'{self.name}-failures.jsonl'}",
+                *(["-k", plan.selection] if plan.selection else []),
+                *([f"--gdn-require={','.join(plan.families)}"] if plan.families else []),
+                *(f"--gdn-target={o}" for o in self.overrides), *plan.extra]
+
+    def override(self, family: str) -> str | None:
+        return next((o.partition("=")[2] for o in self.overrides if o.partition("=")[0] == family), None)
+
+    def versions(self, plan: Plan) -> list[str]:
+        return sorted({f"{name} {t['version']}" for name, t in self.report.get("targets", {}).items()
+                       if t.get("examples") and t.get("version") and plan.asked(name)})
 
 
-def run_sides(sides: list[Side], out: Path, command_args: tuple, parallel: bool) -> None:
-    """Run each side's pytest (Side.command says what both sides share)."""
-    procs = []
-    for side in sides:
-        (out / f"{side.name}.json").unlink(missing_ok=True)
+def run_sides(sides: list[Side], out: Path, plan: Plan, parallel: bool) -> None:
+    """Run each side's pytest, showing progress; read back each side's report and the tests it ran."""
+    watches = [Watch.of(side.name, out) for side in sides]
+    for side, watch in zip(sides, watches):  # an earlier gate's
+        for stale in (watch.report, watch.live, out / f"{side.name}.xml"):
+            stale.unlink(missing_ok=True)
         shutil.rmtree(out / f"{side.name}-examples", ignore_errors=True)
-        log = open(out / f"{side.name}.log", "w")
-        procs.append((side, log, subprocess.Popen(
-            side.command(out, *command_args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, **side.env})))
-        if not parallel:
-            procs[-1][2].wait()
-    for side, log, proc in procs:
-        side.returncode = proc.wait()
-        log.close()
-        report = out / f"{side.name}.json"
-        if side.returncode in (0, 1) and report.exists():  # pytest: 0 all passed, 1 some failed
-            side.report = json.loads(report.read_text())
+    with Progress(watches) as progress:
+        for side, watch in zip(sides, watches):
+            watch.begin(side.where.pytest(side.pytest_args(out, plan), watch.log))
+            if not parallel:
+                progress.until(lambda w=watch: w.exit is not None)
+        progress.until(lambda: all(w.exit is not None for w in watches))
+    for side, watch in zip(sides, watches):
+        side.returncode, side.seconds = watch.exit, watch.elapsed()
+        if side.returncode in (0, 1) and watch.report.exists():  # pytest: 0 all passed, 1 some failed
+            side.report = json.loads(watch.report.read_text())
+            side.ran = ran_tests(out / f"{side.name}.xml") | set(side.report["tests"])
+
+
+def ran_tests(junit: Path) -> set[str]:
+    """Test ids a pytest JUnit XML file holds as run: passed, failed, errored or xfailed (skips are not runs)."""
+    if not junit.exists():
+        return set()
+    ran = set()
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        skipped = case.find("skipped")
+        if skipped is None or skipped.get("type") == "pytest.xfail":
+            ran.add(f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}")
+    return ran
+
+
+# ---- failures ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Finding:
+    """One failure of one side: a distinct fuzz failure, or a failed test that is no fuzz finding."""
+
+    test: str
+    kind: str
+    cause: str  # the failure's cause signature (no numbers)
+    detail: str = ""
+    variant: str = ""  # the kernel variant its dispatch bucket names, if any
+    case: str = ""  # the minimal coordinate ('' when there is none)
+    target: str = ""
+    fuzz: bool = True  # False: a corpus replay or an error
+    extra: dict = field(default_factory=dict, hash=False, compare=False)  # the report's record
+
+    @property
+    def identity(self) -> tuple:
+        return self.test, self.kind, self.variant, self.cause
+
+
+def findings(report: dict) -> list[Finding]:
+    # a failure bucket is TARGET:OP or TARGET:OP:VARIANT (fuzz.run.harness.failure_bucket)
+    found = [Finding(f["test"], f["kind"], f["cause"], f["detail"], "".join(f["bucket"].split(":", 2)[2:]),
+                     f["case"], f["target"], extra=f) for f in report["failures"]]
+    fuzzed = {f["test"] for f in report["failures"]}
+    for e in report["errors"]:
+        if e["test"] in fuzzed:  # the fuzz test's own failure line, already one finding per distinct failure
+            continue
+        kind, detail = _kind(e["message"])
+        if e["when"] != "call":
+            kind = f"{kind} at {e['when']}"
+        target, case = _corpus_case(e["test"])
+        found.append(Finding(e["test"], kind, normalized(detail), detail.splitlines()[0][:300] if detail else "",
+                             case=case, target=target, fuzz=False, extra=e))
+    return found
 
 
 def _kind(message: str) -> tuple[str, str]:
     """(failure class, detail) from a pytest failure line: 'path:line: module.Class: text' or '[XPASS(strict)] ..'."""
-    if message.startswith("[XPASS(strict)]"):
-        return "XPASS(strict)", message.removeprefix("[XPASS(strict)]").strip()
+    if message.startswith(f"[{XPASS}]"):
+        return XPASS, message.removeprefix(f"[{XPASS}]").strip()
     m = re.match(r"\S+:\d+: (?:[\w.]+\.)?(\w+): ?(.*)", message, re.S)
     return (m[1], m[2]) if m else ("error", message)
 
 
-def failures(report: dict) -> dict[tuple[str, str], str]:
-    """(test id, failure class) -> the failing case's minimal coordinate (or the failure's first line). A fuzz
-    test's failures are its distinct shrunk failures; other failed tests (corpus replay, strict xfails that passed,
-    errors) come from the report's errors."""
-    found = {}
-    for f in report["failures"]:
-        found.setdefault((f["test"], f["kind"]), f["case"])
-    tests = {f["test"] for f in report["failures"]}
-    for e in report["errors"]:
-        if e["test"] not in tests and e["when"] == "call":
-            kind, detail = _kind(e["message"])
-            found.setdefault((e["test"], kind), detail.splitlines()[0][:300] if detail else "")
+def _corpus_case(test: str) -> tuple[str, str]:
+    """(target, coordinate) of a corpus replay test's entry, ('', '') for another test or an entry not found."""
+    from fuzz.run import corpus
+
+    m = _CORPUS_TEST.search(test)
+    if not m:
+        return "", ""
+    try:
+        entry = corpus.load(corpus.default_dir() / f"{m[2]}.json")
+    except corpus.CorpusError:
+        return "", ""
+    return (entry.target, repr(entry.case)) if entry.target == m[1] else ("", "")
+
+
+@dataclass
+class Row:
+    """One failure as the gate classifies it; `baseline` and `candidate` are each side's finding (None: absent)."""
+
+    status: str
+    baseline: Finding | None
+    candidate: Finding | None
+    note: str = ""
+    script: Path | None = None
+    script_error: str = ""
+
+    @property
+    def finding(self) -> Finding:
+        return self.candidate or self.baseline
+
+    @property
+    def failing_side(self) -> str:
+        """The side a reproduction script reproduces on: the candidate for a new failure, else the baseline."""
+        return "candidate" if self.status == "new" else "baseline"
+
+
+def compare(baseline: Side, candidate: Side) -> list[Row]:
+    base = {f.identity: f for f in findings(baseline.report)}
+    cand = {f.identity: f for f in findings(candidate.report)}
+    rows = [Row("unchanged", base.pop(k), cand.pop(k)) for k in sorted(base.keys() & cand.keys())]
+    by_case = {(f.test, f.kind, f.variant, f.case): k for k, f in base.items() if f.case}
+    for k, f in sorted(cand.items()):
+        if (b := by_case.get((f.test, f.kind, f.variant, f.case))) is not None and b in base:
+            rows.append(Row("unchanged", base.pop(b), cand.pop(k), f"same minimal case; cause was: {b[3]}"))
+    for f in cand.values():
+        if f.kind == XPASS:  # the known bug no longer reproduces
+            rows.append(Row("fixed", None, f, "the corpus entry's known bug does not reproduce on the candidate")
+                        if f.test in baseline.ran else Row("untested", None, f, "the baseline did not run this test"))
+        else:
+            rows.append(Row("new", None, f, "" if f.test in baseline.ran else "the baseline did not run this test"))
+    for f in base.values():
+        if f.test not in candidate.ran:
+            rows.append(Row("untested", f, None, "the candidate did not run this test"))
+        elif f.kind == XPASS:
+            rows.append(Row("new", f, None, "the corpus entry's known bug reproduces on the candidate, not on the "
+                                            "baseline"))
+        else:
+            rows.append(Row("fixed", f, None))
+    return sorted(rows, key=lambda r: (STATUSES.index(r.status), r.finding.test, r.finding.kind))
+
+
+def export_scripts(rows: list[Row], sides: list[Side], directory: Path) -> None:
+    """A standalone reproduction script per new or fixed failure that has a coordinate; an export error is noted on
+    its row, not raised."""
+    from fuzz.case import Case
+    from fuzz.export.script import export_script
+    from fuzz.targets.registry import TARGETS
+
+    family = {t.name: t.family.name for t in TARGETS}
+    by_name = {s.name: s for s in sides}
+    for n, row in enumerate((r for r in rows if r.status in ("new", "fixed") and r.finding.case), 1):
+        f, side = row.finding, by_name[row.failing_side]
+        other = next(s for s in sides if s is not side)
+        note = (f"gdn-fuzz gate: {row.status} failure {f.kind} of {f.test}; it reproduces on the {side.name} "
+                f"({side.where.spec}), not on the {other.name} ({other.where.spec}): run it with each side's python.")
+        try:
+            text = export_script(Case.parse(f.case), f.target,
+                                 library_module=side.override(family.get(f.target, "")), note=note)
+        except Exception as e:  # noqa: BLE001 - one failed export must not fail the gate
+            row.script_error = f"{type(e).__name__}: {e}"
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        row.script = directory / re.sub(r"[^\w.-]+", "_", f"{row.status}-{n}-{f.target}-{f.kind}.py")
+        row.script.write_text(text)
+
+
+# ---- numerics drift ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Drift:
+    """The error-to-bound ratios of one target and judged kind over the coordinates both sides judged."""
+
+    target: str
+    kind: str
+    judged: tuple[int, int]  # coordinates each side judged for this kind
+    shared: list[tuple[str, float, float]]  # (coordinate, baseline ratio, candidate ratio)
+
+    def _side(self, i: int) -> list[float]:
+        return [s[1 + i] for s in self.shared]
+
+    def stats(self, i: int) -> tuple[float, float] | None:
+        """(median, max) of side i (0 baseline, 1 candidate) over the shared coordinates."""
+        xs = self._side(i)
+        return (statistics.median(xs), max(xs)) if xs else None
+
+    @property
+    def change(self) -> float | None:
+        """Candidate median / baseline median, each floored at FLOOR."""
+        b, c = self.stats(0), self.stats(1)
+        return max(c[0], FLOOR) / max(b[0], FLOOR) if b and c else None
+
+    def worst(self, n: int = 3) -> list[tuple[str, float, float, float]]:
+        """The n coordinates whose ratio grew most: (coordinate, baseline, candidate, growth), growth > 1 only."""
+        grown = [(c, b, a, max(a, FLOOR) / max(b, FLOOR)) for c, b, a in self.shared]
+        return sorted((g for g in grown if g[3] > 1), key=lambda g: -g[3])[:n]
+
+
+def _ratios(report: dict) -> dict[tuple[str, str], dict[tuple[str, str], float]]:
+    """(target, kind) -> {(test, coordinate): error/bound}; a coordinate checked twice keeps its worst ratio."""
+    found: dict = {}
+    for r in report["records"]:
+        for kind, ratio in r["ratios"].items():
+            per = found.setdefault((r["target"], kind), {})
+            key = (r["test"], r["case"])
+            per[key] = max(per.get(key, 0.0), ratio)
     return found
 
 
-def compare(baseline: dict, candidate: dict) -> dict[str, list[tuple]]:
-    """status -> [(test id, failure class, baseline coordinate, candidate coordinate)], statuses as STATUSES."""
-    base, cand = failures(baseline), failures(candidate)
-    rows = {status: [] for status in STATUSES}
+def drift(baseline: dict, candidate: dict) -> list[Drift]:
+    base, cand = _ratios(baseline), _ratios(candidate)
+    rows = []
     for key in sorted(base.keys() | cand.keys()):
-        status = "unchanged" if key in base and key in cand else "new" if key in cand else "fixed"
-        rows[status].append((*key, base.get(key), cand.get(key)))
+        b, c = base.get(key, {}), cand.get(key, {})
+        shared = sorted(b.keys() & c.keys())
+        rows.append(Drift(*key, (len(b), len(c)), [(case, b[(test, case)], c[(test, case)]) for test, case in shared]))
     return rows
 
 
-def write_junit(path: Path, rows: dict, summary: str) -> None:
-    suite = ET.Element("testsuite", name="gdn-fuzz-gate", tests=str(sum(map(len, rows.values())) + 1),
-                       failures=str(len(rows["new"]) + bool(rows["new"])))
-    for status in STATUSES:
-        for test, kind, base, cand in rows[status]:
-            case = ET.SubElement(suite, "testcase", classname=f"gdn-fuzz-gate.{status}", name=f"{test} {kind}")
-            if status == "new":
-                ET.SubElement(case, "failure", message=f"new {kind}", type=kind).text = cand
-            else:
-                ET.SubElement(case, "system-out").text = f"{status} failure; baseline: {base}; candidate: {cand}"
-    case = ET.SubElement(suite, "testcase", classname="gdn-fuzz-gate", name="summary")
-    if rows["new"]:
-        ET.SubElement(case, "failure", message=f"{len(rows['new'])} new failures").text = summary
-    else:
-        ET.SubElement(case, "system-out").text = summary
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+def shared_coordinates(baseline: dict, candidate: dict) -> tuple[int, int, int]:
+    """Coordinates (test, case) judged by the baseline, by the candidate, by both."""
+    judged = [{(r["test"], r["case"]) for r in report["records"] if r["ratios"]} for report in (baseline, candidate)]
+    return len(judged[0]), len(judged[1]), len(judged[0] & judged[1])
 
 
-def summary_lines(sides: list[Side], rows: dict) -> list[str]:
-    from fuzz.cli.gate_report import drift
+@dataclass
+class Result:
+    """Everything the gate's reports show."""
 
-    lines = [f"gdn-fuzz gate: baseline {sides[0].installation} vs candidate {sides[1].installation}"]
-    for side in sides:
-        versions = sorted({f"{name} {t['version']}" for name, t in side.report["targets"].items()
-                           if t["examples"] and t["version"]})
-        lines.append(f"  {side.name}: {', '.join(side.overrides) or 'no overrides'}; {', '.join(versions) or '-'}")
-    for status in STATUSES:
-        lines.append(f"  {status} failures: {len(rows[status])}")
-        if status != "unchanged":
-            lines += [f"    {test} {kind}: {cand or base}" for test, kind, base, cand in rows[status]]
-    lines.append("  numerics drift, error/bound (median, max) baseline -> candidate:")
-    lines += [f"    {target:30s} {kind:12s} {b[0]:.3g}, {b[1]:.3g} -> {c[0]:.3g}, {c[1]:.3g}"
-              for target, kind, b, c in drift(sides[0].report, sides[1].report)]
-    return lines
+    sides: list[Side]
+    plan: Plan
+    rows: list[Row]
+    drift: list[Drift]
+    shared: tuple[int, int, int]
+    out: Path
+
+    def of(self, status: str, fuzz: bool | None = None) -> list[Row]:
+        return [r for r in self.rows if r.status == status and (fuzz is None or r.finding.fuzz == fuzz)]
+
+    @property
+    def passed(self) -> bool:
+        return not self.of("new")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gdn-fuzz")
+    from fuzz.cli.main import Parser  # one-line argument errors
+
+    parser = Parser(prog="gdn-fuzz")
     gate = parser.add_subparsers(dest="command", required=True).add_parser(
         "gate", help="compare a baseline and a candidate installation of the target libraries",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -165,34 +358,51 @@ def main(argv: list[str] | None = None) -> int:
                       help="examples per test on the gate and GPU profiles (default: the profile's)")
     gate.add_argument("--parallel", action="store_true", help="run both sides at once")
     gate.add_argument("--out", type=Path, default=Path("gate-out"))
+    gate.add_argument("--markdown", type=Path, default=None, metavar="FILE",
+                      help="also write the markdown summary here (it always goes to OUT/summary.md)")
     gate.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for both sides")
     args = parser.parse_args(argv)
 
     try:
-        sides = [Side(name, getattr(args, name), getattr(args, f"{name}_override")) for name in SIDES]
+        sides = [Side(name, Installation(name, getattr(args, name)), getattr(args, f"{name}_override"))
+                 for name in SIDES]
     except ValueError as e:
         gate.error(str(e))
-    families = [f for f in args.families.split(",") if f]
-    keywords = " and ".join(f"({e})" for e in (" or ".join(f"{f}-" for f in families), args.k) if e)
+    plan = Plan(args.profile, tuple(f for f in args.families.split(",") if f), args.k, args.examples,
+                tuple(args.pytest_args))
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out.resolve()
-    run_sides(sides, out, (args.profile, keywords, args.families, args.examples, args.pytest_args), args.parallel)
-    broken = [s for s in sides if not s.report]
-    for side in broken:
-        tail = (out / f"{side.name}.log").read_text().splitlines()[-20:]
-        print(f"gdn-fuzz gate: the {side.name} run failed (pytest exit {side.returncode}); "
-              f"{out / side.name}.log ends:", *tail, sep="\n", file=sys.stderr)
-    if broken:
+    for stale in ("summary.md", "gate.xml", "report.html"):  # an earlier gate's, which this one may not rewrite
+        (out / stale).unlink(missing_ok=True)
+    shutil.rmtree(out / "scripts", ignore_errors=True)
+    run_sides(sides, out, plan, args.parallel)
+    from fuzz.cli.gate_report import markdown, not_run_markdown, write_html, write_junit
+
+    if any(not s.report for s in sides):
+        text = not_run_markdown(sides, out)
+        _publish(text, out, args.markdown)
+        write_junit(out / "gate.xml", None, text)
+        print(text, file=sys.stderr)
         return 2
-    rows = compare(sides[0].report, sides[1].report)
-    lines = summary_lines(sides, rows)
-    from fuzz.cli.gate_report import write_html
+    rows = compare(*sides)
+    export_scripts(rows, sides, out / "scripts")
+    result = Result(sides, plan, rows, drift(sides[0].report, sides[1].report),
+                    shared_coordinates(sides[0].report, sides[1].report), out)
+    text = markdown(result)
+    _publish(text, out, args.markdown)
+    write_junit(out / "gate.xml", result, text)
+    write_html(out / "report.html", result)
+    print(text, f"report: {out / 'report.html'}, JUnit: {out / 'gate.xml'}, summary: {out / 'summary.md'}", sep="\n")
+    return 0 if result.passed else 1
 
-    write_junit(out / "gate.xml", rows, "\n".join(lines))
-    write_html(out / "report.html", sides, rows)
-    print(*lines, f"  report: {out / 'report.html'}, JUnit: {out / 'gate.xml'}", sep="\n")
-    return 1 if rows["new"] else 0
 
+def _publish(text: str, out: Path, also: Path | None) -> None:
+    """The markdown summary into OUT/summary.md, --markdown and a GitHub Actions step summary."""
+    for path in filter(None, (out / "summary.md", also)):
+        path.write_text(text)
+    if step := os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(step, "a") as f:
+            f.write(text + "\n")
 
 if __name__ == "__main__":
     sys.exit(main())

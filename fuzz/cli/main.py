@@ -1,26 +1,49 @@
 """`gdn-fuzz`: the command line. `gdn-fuzz gate` compares two installations, `gdn-fuzz campaign` fuzzes releases
-at once, `gdn-fuzz export` writes a standalone reproduction script. The fuzz suites themselves run under pytest."""
+at once, `gdn-fuzz export` writes a standalone reproduction script. The fuzz suites themselves run under pytest.
+
+Bad input is one line on stderr and exit status 2: an unknown command, an argument a command refuses, a Case
+coordinate or corpus entry that does not load."""
 from __future__ import annotations
 
+import argparse
+import importlib
 import sys
 
 COMMANDS = {
     "gate": ("fuzz.cli.gate", "compare a baseline and a candidate installation of the target libraries"),
     "campaign": ("fuzz.run.campaign", "time-boxed fuzzing of target families on one or more installations"),
     "export": ("fuzz.export.script", "a standalone reproduction script for a corpus entry or a coordinate"),
+    "hypofuzz": ("fuzz.cli.hypofuzz", "coverage-guided campaigns under HypoFuzz, one worker process per GPU"),
 }
+USAGE = "usage: gdn-fuzz COMMAND [ARGS]\n" + "\n".join(f"  {name:9s} {what}" for name, (_, what) in COMMANDS.items())
+BAD_INPUT = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line: the usage block is what --help is for."""
+
+    def error(self, message: str):
+        self.exit(BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in COMMANDS:
-        usage = "\n".join(f"  {name:9s} {what}" for name, (_, what) in COMMANDS.items())
-        print(f"usage: gdn-fuzz COMMAND [ARGS]\n{usage}", file=sys.stderr)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    import importlib
-
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else BAD_INPUT
+    if argv[0] not in COMMANDS:
+        print(f"gdn-fuzz: unknown command {argv[0]!r}; expected one of {', '.join(COMMANDS)} (see gdn-fuzz --help)",
+              file=sys.stderr)
+        return BAD_INPUT
     module = importlib.import_module(COMMANDS[argv[0]][0])
-    return module.main(argv if argv[0] == "gate" else argv[1:])
+    from fuzz.case import CaseError
+    from fuzz.run.corpus import CorpusError
+
+    try:
+        return module.main(argv if argv[0] == "gate" else argv[1:])
+    except (CaseError, CorpusError) as e:  # a coordinate or corpus file the user named
+        print(f"gdn-fuzz {argv[0]}: error: {e}", file=sys.stderr)
+        return BAD_INPUT
 
 
 if __name__ == "__main__":

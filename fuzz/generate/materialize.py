@@ -10,6 +10,7 @@ corruption. So an 8 GiB pool costs its 8 GiB, not three times that.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -186,7 +187,9 @@ def named_slots(case: Case) -> list[int]:
     return sorted(s for s in {0, *named} if 0 <= s < case.pool)
 
 
-def materialize(case: Case, device: str | torch.device) -> Tensors:
+def materialize(case: Case, device: str | torch.device, pool: Guarded | None = None) -> Tensors:
+    """The case's tensors. `pool` given: a pool the caller keeps across calls (fuzz.run.serving), used as it is;
+    every other tensor is bit for bit what materialize(case, device) builds (the pool's values are the last draw)."""
     vals = Values(case.seed, device)
     in_dtype, st_dtype = TORCH_DTYPES[case.input_dtype], TORCH_DTYPES[case.state_dtype]
     tokens = (sum(case.seqlens),) if case.op == "prefill" else (case.B, case.T)
@@ -213,10 +216,11 @@ def materialize(case: Case, device: str | torch.device) -> Tensors:
     idx = INDEX_DTYPES[case.index_dtype]
     as_index = lambda xs: None if xs is None else torch.tensor(xs, dtype=idx, device=device)  # noqa: E731
     state_shape = (case.V, case.K) if case.layout == "vk" else (case.K, case.V)
-    pool = Guarded.around((case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap)
-    pool.fill(case.seed)
-    named = named_slots(case)
-    pool.keep(named, vals.normal(len(named), case.HV, *state_shape) * 0.5)
+    if pool is None:
+        pool = Guarded.around((case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap)
+        pool.fill(case.seed)
+        named = named_slots(case)
+        pool.keep(named, vals.normal(len(named), case.HV, *state_shape) * 0.5)
     inter = None
     if case.inter_rows:
         inter = Guarded.around((case.inter_rows, case.inter_steps, case.HV, *state_shape), st_dtype, device, 1,
@@ -232,3 +236,9 @@ def materialize(case: Case, device: str | torch.device) -> Tensors:
         write_slots=as_index(case.write_slots), token_slots=as_index(case.token_slots),
         inter_index=as_index(case.inter_index), cu_seqlens=cu, pool=pool, inter=inter, output=output,
     )
+
+
+def without_output(t: Tensors) -> Tensors:
+    """The same tensors with no output buffer (`t.output.view` is None): the target passes output=None and the library
+    allocates the output it returns (Case.output_given False)."""
+    return dataclasses.replace(t, output=Guarded(full=None, view=None, lead=0))

@@ -147,9 +147,9 @@ def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget
     need = max(reserved + real + extra, 1)
     pool = draw(st.integers(need, need + draw(st.sampled_from((0, 1, budget.max_pool)))))
     low = reserved
-    if min_pool:
-        pool = max(pool, min_pool + need)
-        low = max(reserved, pool - 4 * (real + extra))  # the top slots, past the int32 offsets
+    if min_pool:  # requests on the top slots, whose element offsets pass int32
+        pool = max(pool, min_pool + real + extra)
+        low = max(reserved, min_pool, pool - 4 * (real + extra))
     # No ids to draw when every row is padded: pool may then be just the reserved slot 0 (empty range).
     ids = iter(draw(st.lists(st.integers(low, pool - 1), unique=True, min_size=real + extra,
                              max_size=real + extra)) if real + extra else ())

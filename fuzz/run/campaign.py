@@ -3,7 +3,8 @@ per (installation, family), then one table per installation of every distinct fa
 operation, minimal coordinate, time to first hit and hits. Known-bug masks are off unless asked (--masks): a
 campaign hunts. A run cut off while shrinking still reports the smallest case of each failure its live log holds,
 marked "not minimal". A failure whose cause is a TypeError about the call's arguments is flagged ADAPTER ERROR: it is
-a defect of gdn-fuzz, never a finding.
+a defect of gdn-fuzz, never a finding. While the runs go, a terminal shows a live table of each (elapsed time, tests
+finished, examples, distinct failures, the test running: `Progress`); a log gets one line per finished test.
 
     gdn-fuzz campaign --profile h200 --test-seconds 60 --workers 2 --out campaign/ \\
         --installation 0.7.4=/tmp/site --installation 0.6.11=/tmp/site-fi0611 flashinfer-

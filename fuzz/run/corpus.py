@@ -11,19 +11,19 @@ A finding never overwrites another: `save` picks a file name no entry has yet. T
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from fuzz.case import Case
+from fuzz.case import Case, CaseError
 from fuzz.judge.failures import KINDS
 from fuzz.run.result import Failure
 
 SCHEMA = 1
 EXPECTATIONS = {"pass"} | set(KINDS)
-LIBRARIES = ("fla", "sglang", "flashinfer")
 
 
 class CorpusError(ValueError):
@@ -31,20 +31,16 @@ class CorpusError(ValueError):
 
 
 def default_dir() -> Path:
-    """The checkout's corpus/ or, in an installed gdn-fuzz, the corpus shipped in the package."""
-    checkout = Path(__file__).resolve().parents[2] / "corpus"
-    if checkout.is_dir():
-        return checkout
-    from importlib.resources import files
-
-    try:
-        shipped = Path(str(files("fuzz.corpus_data")))
-    except ModuleNotFoundError:
-        shipped = None
-    if shipped is None or not shipped.is_dir():
+    """The checkout's corpus/ or, in an installed gdn-fuzz, the corpus shipped in the package (fuzz.corpus_data)."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "corpus").is_dir():
+        return root / "corpus"
+    # a directory without __init__.py: a namespace package, whose resources.files() is no Path
+    spec = importlib.util.find_spec("fuzz.corpus_data")
+    if spec is None or not spec.submodule_search_locations:
         raise CorpusError("no corpus found: neither a checkout's corpus/ nor the corpus shipped in the installed "
                           "package (fuzz.corpus_data); give one with --gdn-corpus DIR")
-    return shipped
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 @dataclass(frozen=True)
@@ -83,21 +79,30 @@ def load(path: Path) -> Entry:
 
     if field("schema", int) != SCHEMA:
         raise CorpusError(f"{path}: field 'schema' is {data['schema']}, this gdn-fuzz reads schema {SCHEMA}")
+    coordinate = field("case")
     try:
-        case = Case.parse(field("case"))
-    except (ValueError, TypeError) as e:
+        case = Case.parse(coordinate)
+    except CaseError as e:
         raise CorpusError(f"{path}: field 'case' is not a valid Case coordinate ({e})") from e
+    specifier = field("versions")
     try:
-        versions = SpecifierSet(field("versions"))
+        versions = SpecifierSet(specifier)
     except InvalidSpecifier as e:
         raise CorpusError(f"{path}: field 'versions' is not a version specifier ({e})") from e
     expect = field("expect")
     if expect not in EXPECTATIONS:
         raise CorpusError(f"{path}: field 'expect' is {expect!r}; expected one of {sorted(EXPECTATIONS)}")
-    library = field("library")
-    if library not in LIBRARIES:
-        raise CorpusError(f"{path}: field 'library' is {library!r}; expected one of {', '.join(LIBRARIES)}")
-    return Entry(path, case, field("target"), library, versions, expect, field("issue", str, optional=True),
+    from fuzz.targets.registry import FAMILIES, TARGETS  # here: fuzz.run.plugin sets TRITON_INTERPRET before they load
+
+    library, target = field("library"), field("target")
+    if library not in FAMILIES:
+        raise CorpusError(f"{path}: field 'library' is {library!r}; expected one of {', '.join(sorted(FAMILIES))}")
+    family = {t.name: t.family.name for t in TARGETS}
+    if target not in family:
+        raise CorpusError(f"{path}: field 'target' is {target!r}, no known target")
+    if family[target] != library:
+        raise CorpusError(f"{path}: field 'library' is {library!r}, but target {target} is a {family[target]} target")
+    return Entry(path, case, target, library, versions, expect, field("issue", str, optional=True),
                  field("description"), field("environment", dict, optional=True))
 
 
@@ -105,7 +110,10 @@ def load_all(directory: Path | None = None) -> list[Entry]:
     directory = default_dir() if directory is None else directory
     if not directory.is_dir():
         raise CorpusError(f"{directory}: no such corpus directory")
-    return [load(p) for p in sorted(directory.glob("*.json"))]
+    paths = sorted(directory.glob("*.json"))
+    if not paths:
+        raise CorpusError(f"{directory}: no corpus entries (*.json) to replay")
+    return [load(p) for p in paths]
 
 
 def save(directory: Path, case: Case, target: str, library: str, versions: str, expect: str,

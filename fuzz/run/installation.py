@@ -4,6 +4,7 @@ compares two; a campaign fuzzes several releases at once. Every run uses this gd
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -27,13 +28,15 @@ class Installation:
         path = Path(self.spec)
         if path.is_dir() and (path / "bin" / "python").exists():
             path = path / "bin" / "python"
-        if path.is_file():
+        if path.is_file() and os.access(path, os.X_OK):
             self.python = str(path)
         elif path.is_dir():
             self.env = {"PYTHONPATH": os.pathsep.join(p for p in (str(path.resolve()), os.environ.get("PYTHONPATH"))
                                                       if p)}
         else:
-            raise ValueError(f"{self.label} {self.spec!r}: not a python executable, a venv or a directory")
+            what = "a file, not executable" if path.is_file() else "no such file or directory"
+            raise ValueError(f"installation {self.spec!r} ({self.label}): {what}; expected a python executable, "
+                             "a venv or a directory")
 
     def pytest(self, args: list[str], log: Path) -> subprocess.Popen:
         """Start `pytest fuzz/ ARGS` on this installation, its output into `log`."""
@@ -43,6 +46,21 @@ class Installation:
 
 
 def parse(spec: str) -> Installation:
-    """LABEL=PATH, or PATH (labelled by itself)."""
+    """LABEL=PATH, or PATH, labelled by its directory's name (/venvs/fi-0.7.4/bin/python: fi-0.7.4). A label names
+    files of the run (LABEL-FAMILY.json), so it is a plain file name."""
     label, sep, path = spec.partition("=")
-    return Installation(label, path) if sep else Installation(spec, spec)
+    if not sep:
+        label, path = _name(Path(spec)), spec
+    if not path:
+        raise ValueError(f"installation {spec!r}: expected [LABEL=]PYTHON_OR_DIR")
+    if not re.fullmatch(r"[\w.+-]+", label) or label in (".", ".."):
+        raise ValueError(f"installation {spec!r}: label {label!r} is not a plain name (letters, digits, . _ + -); "
+                         "give one as LABEL=PATH")
+    return Installation(label, path)
+
+
+def _name(path: Path) -> str:
+    if path.name.startswith("python") and path.parent.name == "bin":
+        path = path.parent.parent
+    return path.name or path.resolve().name
+

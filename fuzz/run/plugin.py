@@ -248,7 +248,9 @@ def pytest_pyfunc_call(pyfuncitem):
         for record in found:
             record.corpus = str(save_failure(Path(directory), target, record.failure, ACTIVE.report.environment))
             ACTIVE.new_corpus.append(record.corpus)
-    lines = [f"{len(found)} distinct failure(s) of {target.name} {fn.gdn.op} (shrunk; kind x bucket x cause):"]
+    first = found[0].failure  # the FAILED line of pytest's short summary shows this one
+    lines = [f"{first.kind}: {first.message.splitlines()[0][:400]}",
+             f"{len(found)} distinct failure(s) of {target.name} {fn.gdn.op} (shrunk; kind x bucket x cause):"]
     for record in found:
         f = record.failure
         lines.append(f"  {f.kind}: {f.message.splitlines()[0][:600]}")

@@ -1,0 +1,201 @@
+"""`gdn-fuzz hypofuzz`: long campaigns of the fuzz tests under HypoFuzz (coverage-guided, with its dashboard).
+
+    gdn-fuzz hypofuzz [--workers N] [--seconds S] [--dashboard [--port P]] -- PYTEST_ARGS
+
+PYTEST_ARGS select the fuzz tests and the run as for pytest (a profile with an example database: dev, h200, b200,
+or any profile with --gdn-db; ci and gate keep none). HypoFuzz's own `hypothesis fuzz` does not fit these tests:
+it forks its workers from a process whose collection has already asked CUDA about the device, and a forked child
+cannot use CUDA; and its hub gives up after 60 s if no worker has finished 100 inputs, which compile-heavy GPU
+tests do not. So this command collects the tests once, then starts HypoFuzz's worker loop in fresh processes of
+its own, each pinned to one GPU (CUDA_VISIBLE_DEVICES, round robin over the visible ones) and each taking every
+N-th test. The workers share the example database, where HypoFuzz keeps its corpus and its shrunk failures, under
+the keys a plain pytest run replays first: a failure found here fails `pytest PYTEST_ARGS` on its first example.
+A worker that dies is restarted (a crash outside --gdn-isolate); one whose tests have all failed stops.
+
+The tests run as their plain Hypothesis body (fuzz.run.session: no rounds, no time box; every case checked, so
+coverage is stable). Under --gdn-isolate HypoFuzz sees the coverage of the test body and the strategies, not of the
+check itself, which runs in the isolated worker; its behaviours then come from the check's events and the
+error-to-bound ratio (hypothesis.target). A still-failing stored failure stops its test at once (HypoFuzz fuzzes a
+test until its first failure): mask or fix it to fuzz on.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+STOP_GRACE = 10.0  # seconds a worker gets to flush its database writes after SIGINT
+RESTARTS = 3  # per worker, after it died
+
+
+def main(argv: list[str]) -> int:
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = _parser().parse_args(argv[:split])
+    pytest_args = argv[split + 1:]
+    if args.worker:
+        return _work(args.worker, pytest_args)
+    try:
+        from hypofuzz.collection import collect_tests
+    except ImportError as e:
+        print(f"gdn-fuzz hypofuzz: needs HypoFuzz (pip install 'gdn-fuzz[hypofuzz]'): {e}", file=sys.stderr)
+        return 2
+    collected = collect_tests(pytest_args)
+    nodeids = [t.nodeid for t in collected.fuzz_targets]
+    for nodeid, why in collected.not_collected.items():
+        print(f"not fuzzed: {nodeid}: {why.get('reason') or why['status_reason']}")
+    if not nodeids:
+        print(f"gdn-fuzz hypofuzz: no fuzz test to run with pytest arguments {pytest_args}", file=sys.stderr)
+        return 2
+    from fuzz.run.plugin import visible_gpus
+
+    gpus = visible_gpus()
+    workers = args.workers or max(len(gpus), 1)
+    shares = [nodeids[i::workers] or [nodeids[i % len(nodeids)]] for i in range(workers)]
+    print(f"fuzzing {len(nodeids)} test(s) with {workers} worker(s)" + (f" on GPUs {','.join(gpus)}" if gpus else ""))
+    started = time.time()
+    dashboard = _start_dashboard(args.port, pytest_args) if args.dashboard else None
+    try:
+        _run_workers(shares, gpus, pytest_args, args.seconds)
+    finally:
+        if dashboard is not None:
+            _stop([dashboard])
+    return _summary(collected.fuzz_targets, started, pytest_args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from fuzz.cli.main import Parser
+
+    p = Parser(prog="gdn-fuzz hypofuzz", description=__doc__.split("\n\n")[0], epilog="pytest arguments go after --")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: one per visible GPU, or 1)")
+    p.add_argument("--seconds", type=float, default=None, help="stop after this long (default: run until Ctrl-C)")
+    p.add_argument("--dashboard", action="store_true", help="serve HypoFuzz's dashboard while fuzzing")
+    p.add_argument("--port", type=int, default=9999, help="the dashboard's port (default 9999)")
+    p.add_argument("--worker", nargs="+", metavar="NODEID", help=argparse.SUPPRESS)  # one worker process's tests
+    return p
+
+
+def _hypothesis_compat() -> None:
+    """HypoFuzz 25.11.1 carries the explain phase's comments of a shrunk failure over as `slice_comments`, which
+    Hypothesis 6.157.1 renamed `span_comments` (keyed by span); without the old name its worker dies at the first
+    failure it shrinks. The old name reads and writes the new field, as Hypothesis's own carry-over does."""
+    from hypothesis.internal.conjecture.data import ConjectureData, ConjectureResult
+
+    if hasattr(ConjectureResult, "slice_comments"):
+        return
+    ConjectureResult.slice_comments = property(lambda self: self.span_comments)
+    ConjectureData.slice_comments = property(lambda self: self.span_comments,
+                                             lambda self, comments: setattr(self, "span_comments", comments))
+
+
+# ---- the launcher -------------------------------------------------------------------------------------------------
+def _spawn(nodeids: list[str], gpu: str | None, pytest_args: list[str]) -> subprocess.Popen:
+    env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+    return subprocess.Popen([sys.executable, "-m", "fuzz.cli.hypofuzz", "--worker", *nodeids, "--", *pytest_args],
+                            env=env)
+
+
+def _run_workers(shares: list[list[str]], gpus: list[str], pytest_args: list[str], seconds: float | None) -> None:
+    gpu = [gpus[i % len(gpus)] if gpus else None for i in range(len(shares))]
+    procs = [_spawn(share, gpu[i], pytest_args) for i, share in enumerate(shares)]
+    restarts = [0] * len(procs)
+    deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        while any(p.poll() is None for p in procs) and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.5)
+            for i, p in enumerate(procs):
+                if p.poll() not in (None, 0) and restarts[i] < RESTARTS:
+                    restarts[i] += 1
+                    print(f"worker {i} exited with status {p.returncode}: restarting it", file=sys.stderr)
+                    procs[i] = _spawn(shares[i], gpu[i], pytest_args)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        _stop(procs)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)  # the worker exits normally, flushing its pending database writes
+    end = time.monotonic() + STOP_GRACE
+    for p in procs:
+        try:
+            p.wait(max(end - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _start_dashboard(port: int, pytest_args: list[str]) -> subprocess.Popen:
+    """HypoFuzz's dashboard process: it collects the tests itself and reads the database."""
+    return subprocess.Popen([sys.executable, "-c", "from hypothesis.extra.cli import main; main()", "fuzz",
+                             "--dashboard-only", "--port", str(port), "--", *pytest_args])
+
+
+def _summary(targets, started: float, pytest_args: list[str]) -> int:
+    """Per test, from the shared database: inputs this campaign ran, and each shrunk failure stored (found here or
+    on another host). Exit status 1 when there is one."""
+    from hypofuzz.database import FailureState, HypofuzzDatabase
+    from hypothesis import settings
+
+    db = HypofuzzDatabase(settings().database)
+    found = 0
+    print("gdn-fuzz hypofuzz:")
+    for target in targets:
+        latest: dict = {}  # worker -> its last report of this campaign (reports are cumulative per worker)
+        for report in db.reports.fetch(target.database_key):
+            if report.timestamp >= started and report.elapsed_time >= latest.get(report.worker_uuid, (0.0, 0))[0]:
+                latest[report.worker_uuid] = (report.elapsed_time, sum(report.status_counts.values()))
+        failures = [db.failure_observations(state=FailureState.SHRUNK).fetch(target.database_key, choices)
+                    for choices in db.failures(state=FailureState.SHRUNK).fetch(target.database_key)]
+        found += len(failures)
+        print(f"  {target.nodeid}: {sum(n for _, n in latest.values())} input(s), {len(failures)} failure(s)")
+        for observation in filter(None, failures):
+            print("    " + _message(observation.metadata.traceback or observation.status_reason))
+    if found:
+        print(f"replay them: pytest {' '.join(pytest_args)} (stored failures run first)")
+    return 1 if found else 0
+
+
+def _message(traceback: str) -> str:
+    """The exception line(s) of a pytest-style traceback ('E   ...'), or its last line."""
+    lines = [ln[1:].strip() for ln in traceback.splitlines() if ln.startswith("E ")]
+    return " ".join(lines)[:1000] if lines else traceback.strip().splitlines()[-1][:1000]
+
+
+# ---- one worker process -------------------------------------------------------------------------------------------
+def _work(nodeids: list[str], pytest_args: list[str]) -> int:
+    """HypoFuzz's FuzzWorker on these tests, in this process, until interrupted or every test has failed."""
+    _hypothesis_compat()
+    from hypofuzz import detection
+    from hypofuzz.hypofuzz import FuzzWorker
+
+    class Worker(FuzzWorker):
+        @property
+        def valid_targets(self):
+            """Its loop asks before each batch of inputs (never inside one): with nothing left to fuzz it would spin."""
+            targets = super().valid_targets
+            if self.targets and not targets:
+                raise EveryTestFailed
+            return targets
+
+    detection._in_hypofuzz_run = True  # what `hypothesis fuzz` sets: tests may ask hypofuzz.detection
+    worker = Worker(pytest_args=pytest_args, shared_state={
+        "hub_state": {"nodeids": set(nodeids)},
+        "worker_state": {"nodeids": {}, "current_lifetime": 0.0, "expected_lifetime": 0.0, "valid_nodeids": []}})
+    try:
+        worker.start()  # loops until one of these
+    except (EveryTestFailed, KeyboardInterrupt):
+        pass
+    return 0
+
+
+class EveryTestFailed(Exception):
+    """Each test a worker holds has a failure (HypoFuzz fuzzes a test until its first)."""
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,106 @@
+"""A markdown body for an upstream issue about an exported case: a title, what happens against what the contract
+says, the case in words, the environments, the commands, and the script (inline when the body stays under GitHub's
+limit, else attached).
+
+What happens is what the script prints: it is run once, here, while the body is written. Where it does not
+reproduce here (no GPU, another release), the body says so and states the corpus entry's expectation instead.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from fuzz.case import Case
+from fuzz.export import describe
+from fuzz.run import corpus
+from fuzz.run.environment import environment, markdown_table
+from fuzz.targets.base import Target
+
+BODY_LIMIT = 60_000  # characters: GitHub takes 65,536 in an issue body
+RUN_SECONDS = 900  # a first GPU call may compile for minutes
+_VERDICT = re.compile(r"^(REPRODUCED: (\w+): (.*)|NOT REPRODUCED|NOT RUN: .*)$", re.M)
+
+
+def run_script(script: Path) -> tuple[int, str]:
+    """(exit status, stdout and stderr) of `python script` in a fresh interpreter, next to this one's."""
+    try:
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=RUN_SECONDS)
+    except subprocess.TimeoutExpired as e:
+        return 124, f"{e.stdout or ''}{e.stderr or ''}\nNOT RUN: no answer within {RUN_SECONDS} s"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def issue_body(case: Case, target: Target, script: Path, *, module: str | None = None,
+               entry: corpus.Entry | None = None) -> str:
+    status, output = run_script(script)
+    here, found = environment(), entry.environment if entry is not None and entry.environment else None
+    dist = describe.distribution(target)
+    library = re.fullmatch(rf"{target.family.name} (\S+)", _line(output, "library") or "")
+    version = library[1] if library else (found or here).get(dist)
+    kind, cause, happens = _what_happens(status, output, entry, dist)
+    releases = version or (str(entry.versions) if entry is not None else "")
+    sections = [
+        f"# [{dist}{f' {releases}' if releases else ''}] {' / '.join(target.needs)}: {kind}: {cause}", "",
+        f"**What happens.** {describe.call(target, module)}, on the case below. {happens}", "",
+        "**What the contract says.** " + describe.contract(target, describe.contract_row(target, entry, found or here),
+                                                            case) + _numbers(kind), "",
+        "### The case", "", f"`{case!r}`", "",
+        *[f"- **{what}**: {words}" for what, words in describe.case_lines(case)], "",
+        "### Environment", "",
+        *(["Found on:", "", markdown_table(found), "", "This report was written on:", ""] if found else []),
+        markdown_table(here), "",
+        "### Reproduce", "", "```sh", f"pip install torch && {describe.install_command(target, version)}",
+        f"python {script.name}", "```", "",
+        f"`{script.name}` needs only torch, packaging and the library: it carries gdn-fuzz's case, value generator, "
+        "adapter, float64 oracle and verdict, verbatim. Exit 1 and `REPRODUCED: <kind>: <detail>` when the failure "
+        "is there, 0 and `NOT REPRODUCED` when not.", "",
+        _details(f"Output of <code>python {script.name}</code> here (exit status {status})", output.rstrip(), "text"),
+        "",
+    ]
+    body, text = "\n".join(sections), script.read_text()
+    lines = len(text.splitlines())
+    if len(body) + len(text) < BODY_LIMIT:
+        return body + _details(f"{script.name} ({lines} lines)", text.rstrip(), "python") + "\n"
+    top = text[:re.search(r"^# gdn-fuzz .*\nSOURCES = \{", text, re.M).start()].rstrip()
+    return (body + f"`{script.name}` ({lines} lines) is attached: too long for an issue body. Its top, above the "
+            f"embedded gdn-fuzz modules:\n\n" + _details(f"{script.name}, top", top, "python") + "\n")
+
+
+def _what_happens(status: int, output: str, entry: corpus.Entry | None, dist: str) -> tuple[str, str, str]:
+    """(failure kind, cause, what happens in words): the script's verdict where it reproduced, else the corpus
+    entry's expectation next to the verdict it gave here."""
+    verdicts = _VERDICT.findall(output)
+    verdict = verdicts[-1][0] if verdicts else f"no verdict (exit status {status})"
+    if status == 1 and verdict.startswith("REPRODUCED"):
+        kind, detail = verdicts[-1][1], verdicts[-1][2]
+        return kind, _line(output, "cause") or detail, f"`{kind}`: {detail}"
+    if entry is not None and entry.expect != "pass":
+        return entry.expect, _clause(entry.description), (
+            f"`{entry.expect}` (corpus entry {entry.path.name}, {dist} {entry.versions or 'every release'}): "
+            f"{entry.description}\n\nNot reproduced where this report was written: `{verdict}`.")
+    return "not reproduced", verdict, f"The script's verdict where this report was written: `{verdict}`."
+
+
+def _numbers(kind: str) -> str:
+    if not kind.endswith("Mismatch") and kind != "NonFinite":
+        return ""
+    return (" Numbers: the largest error against a float64 oracle may be at most c times the error of the same "
+            "oracle re-run in the kernel's own precision model (fp32 arithmetic, rounded where the contract says), "
+            "plus a floor of a few ulps growing with T (gdn-fuzz fuzz/judge/tolerance.py).")
+
+
+def _clause(text: str, limit: int = 100) -> str:
+    """The first clause of a description, for a title."""
+    first = re.split(r"[:;(]\s", text, maxsplit=1)[0].strip()
+    return first if len(first) <= limit else first[:limit - 3].rstrip() + "..."
+
+
+def _line(output: str, label: str) -> str | None:
+    match = re.search(rf"^{label}:\s+(.*)$", output, re.M)
+    return match[1].strip() if match else None
+
+
+def _details(summary: str, text: str, language: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n```{language}\n{text}\n```\n\n</details>\n"

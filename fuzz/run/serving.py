@@ -1,0 +1,545 @@
+"""Serving sequences run and judged (fuzz.generate.serving draws them): one persistent pool, every call judged against
+the oracle, and every failure typed by whether it needs the calls before it.
+
+The pool is one guarded allocation (GUARD_SLOTS of guard pattern on each side, `pool_gap` spare heads after each
+slot) and the machine's record of it: a copy of every slot as the last call left it (in the pool's dtype, compared
+bit for bit: a float64 copy would hold the same values and need a tolerance). A call sees the view of its Case's
+capacity, or a reallocation with the state copied over; the oracle runs on what the call reads, so every call is
+judged exactly as one case alone is (fuzz.judge.verdict.judge), on state carried from the calls before it.
+
+Checks per call (ServingRun.execute), in order; the first that fails is the call's failure:
+  1. the pool holds what the record says (else StateLeak: state changed between calls);
+  2. the call, with output=None when the Case says so (a rejection: RejectedValidInput);
+  3. a returned output (output=None) shares memory with an input, the pool, the intermediate buffer or an output of an
+     earlier call, or an earlier call's output changed (OutputAliased);
+  4. the allocation's guards and gaps (GuardBreach); a slot that no request of the call names (nor slot 0 where the
+     padding contract sends padded rows) changed, in the call's view (PoolCorruption) or past it (GuardBreach);
+  5. the verdict on the call's view: output, written states, intermediate states, untouched slots.
+A failure of 2, 4 or 5 after earlier calls is run again alone (`Alone`): the same step on a fresh copy of the override
+module and a copy of the same pool (in this process: a reloaded module is what a fresh process gives it), or, for the
+installed library, the step's coordinate in a fresh worker process whose FLASHINFER_WORKSPACE_BASE and TRITON_CACHE_DIR
+are empty directories. Failing alone too, it is the plain kind (and the sequence shrinks to that call); passing alone,
+a changed slot outside the call's requests is a StateLeak and anything else a StaleCompile. Failures 1 and 3 are
+cross-call by definition.
+
+Compile caches and any other library state are reset for every example where they can be (an override module is
+reloaded), so a sequence fails or passes by its own calls and Hypothesis shrinks it to the shortest that fails. The
+installed library cannot be reset in-process: its caches outlive an example, and a call that fails because of an
+earlier *example* is reported as a StaleCompile with no earlier call in its sequence.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import hypothesis
+import pytest
+import torch
+from hypothesis import seed, settings
+from hypothesis.control import current_build_context
+from hypothesis.errors import InvalidArgument
+from hypothesis.stateful import run_state_machine_as_test
+
+from fuzz.case import DTYPE_NAMES
+from fuzz.generate.materialize import GUARD_SLOTS, Guarded, Tensors, bits, materialize, without_output
+from fuzz.generate.profiles import Budget
+from fuzz.generate.serving import STEPS, Step, serving_machine
+from fuzz.judge.failures import (GdnFailure, GuardBreach, OutputAliased, OutputMismatch, PoolCorruption,
+                                 RejectedValidInput, StaleCompile, StateLeak, normalized)
+from fuzz.judge.oracle import expected
+from fuzz.judge.verdict import judge
+from fuzz.run.harness import _Check, _notes, dispatch_bucket, failure_bucket
+from fuzz.run.report import FailureRecord, RunReport
+from fuzz.run.result import CheckResult, Failure, failures_in
+from fuzz.run.session import TestRun, _seed_of, active_session
+from fuzz.run.worker import Worker, current_overrides
+from fuzz.targets.base import Target
+
+OP = "serving"  # the operation name of serving tests in the run report
+CROSS_CALL = ("carried", "aliased")  # stages whose failures need earlier calls by definition
+
+
+# ---- the pool ---------------------------------------------------------------------------------------------------
+def _remember(pool: Guarded) -> Guarded:
+    """Make the pool's record (kept rows: all of them) what it holds now."""
+    pool.kept_rows = torch.arange(pool.view.shape[0], device=pool.view.device)
+    pool.kept = pool.view.clone()
+    return pool
+
+
+def _allocate(like: Guarded, capacity: int, gap: int, seed_: int, state: torch.Tensor) -> Guarded:
+    """A new allocation of `capacity` slots (`gap` spare heads after each) holding the filler of `seed_`, with `state`
+    (an old record) copied into its first slots."""
+    view = like.view
+    pool = Guarded.around((capacity, *view.shape[1:]), view.dtype, view.device, GUARD_SLOTS, gap)
+    pool.fill(seed_)
+    kept = min(capacity, state.shape[0])
+    pool.view[:kept] = state[:kept]
+    return _remember(pool)
+
+
+def _gap(pool: Guarded) -> int:
+    return pool.full.shape[1] - pool.view.shape[1]
+
+
+def _window(pool: Guarded, capacity: int) -> Guarded:
+    """The first `capacity` slots of the allocation, as the Guarded the verdict judges: no outer guard of its own
+    (slots past the view and the allocation's guards are checked on the allocation), its gaps guarded, its record
+    the allocation's."""
+    lead = pool.lead
+    return Guarded(pool.full[lead:lead + capacity], pool.view[:capacity], 0, kept_rows=pool.kept_rows[:capacity],
+                   kept=pool.kept[:capacity])
+
+
+def _footprint(case, sem) -> set[int]:
+    """The slots a call may touch: those its requests name, and slot 0 where its contract redirects padding there."""
+    tokens = (s for row in case.token_slots or () for s in row)
+    named = {s for s in (*case.read_slots, *(case.write_slots or ()), *tokens) if s >= 0}
+    pad = any(case.padded) or any(w < 0 if case.null < 0 else w <= 0 for w in case.write_slots or ())
+    return named | ({0} if pad and "slot0" in (sem.pad.read, sem.pad.write) else set())
+
+
+def _changed(pool: Guarded) -> list[int]:
+    """Slots of the allocation that differ from the record (bit for bit)."""
+    return (bits(pool.view) != bits(pool.kept)).flatten(1).any(1).nonzero().squeeze(1).tolist()
+
+
+# ---- memory overlap -----------------------------------------------------------------------------------------------
+def _span(x: torch.Tensor) -> tuple[int, int]:
+    """The bytes [first, last) a tensor's elements occupy."""
+    if x.numel() == 0:
+        return (x.data_ptr(), x.data_ptr())
+    last = sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
+    return (x.data_ptr(), x.data_ptr() + (last + 1) * x.element_size())
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    (a0, a1), (b0, b1) = _span(a), _span(b)
+    return a.device == b.device and a0 < b1 and b0 < a1
+
+
+@dataclass
+class _Held:
+    """An output an earlier call produced (the caller's buffer or the library's) and its bits after that call."""
+
+    call: int
+    tensor: torch.Tensor
+    bits: torch.Tensor
+
+
+# ---- one pool's calls --------------------------------------------------------------------------------------------
+class ServingRun:
+    """The calls of one example on one pool. `execute(step)` runs and judges a call and returns (CheckResult, stage)
+    with the plain failure kind; `step(step)` also types the failure (Alone) and keeps the test's accounts; `close()`
+    raises the example's failure. The library is reset (fresh_library) before the first call that runs.
+
+    A failing step does not raise: the steps after it are still drawn (and not checked) and the failure is raised at
+    the end, so what an example draws never depends on what was checked (the time box, a failure an earlier round
+    reported): Hypothesis requires the same choices to draw the same way every time."""
+
+    def __init__(self, target: Target, device: str, test: ServingTest | None = None, start: Guarded | None = None,
+                 alone: Alone | None = None):
+        self.target, self.device, self.test = target, device, test
+        self.sem = target.semantics()
+        self.fresh: bool | None = None  # whether the library was reset (None: no call ran yet)
+        self.pool = start  # the allocation (None until the first call builds it)
+        self.held: list[_Held] = []
+        self.steps: list[Step] = []
+        self.alone = alone or Alone(target, device)
+        self.failed: tuple | None = None  # (Failure, steps, fails alone) once a step failed
+        self.raises = False  # whether close() raises it (not when an earlier round reported its key)
+        if test is not None:
+            test.example()
+
+    def close(self) -> None:
+        self.held.clear()
+        if self.raises:
+            raise self.failed[0].exception()
+
+    def step(self, step: Step) -> CheckResult | None:
+        """Run, judge and type one call. None: not checked (past the time box, or after a failure)."""
+        test = self.test
+        if self.failed is not None or test is not None and not test.may_check_now():
+            return None
+        self.steps.append(step)
+        before = self.pool
+        began = time.monotonic()
+        result, stage = self.execute(step)
+        reproduced = None  # does the call fail alone? (None: cross-call by definition, not run alone)
+        if result.failure is not None and stage not in CROSS_CALL:
+            failure, reproduced = self._typed(step, result.failure, stage, before)
+            result = dataclasses.replace(result, failure=failure)
+        if test is not None:
+            test.recorded(result, time.monotonic() - began, first=len(self.steps) == 1)
+        for text in result.events if _build_context() else ():
+            hypothesis.event(text)
+        if result.failure is not None:
+            self.failed = (result.failure.with_notes(sequence_note(self.steps)), tuple(self.steps), reproduced)
+            self.raises = test is None or test.hit(*self.failed)
+        return result
+
+    def _typed(self, step: Step, failure: Failure, stage: str, before: Guarded | None) -> tuple[Failure, bool]:
+        """The failure's kind once it is known whether the call fails alone, and whether it does."""
+        if len(self.steps) == 1 and self.fresh:
+            return failure, True  # the first call on a fresh library is the call alone
+        passes, how = self.alone(step, before)
+        if not passes:
+            return failure, True
+        earlier = len(self.steps) - 1
+        kind = StateLeak if stage == "footprint" else StaleCompile
+        after = (f"after {earlier} earlier call(s)" if earlier else
+                 "with no earlier call in this sequence: the library's caches kept a kernel from an earlier example")
+        return Failure(kind.__name__, failure.case, f"call {len(self.steps)} fails {after} ({failure.kind}: "
+                       f"{failure.detail}); {how} it passes", f"{failure.kind} after earlier calls, not alone: "
+                       f"{failure.cause}", failure.bucket, failure.notes), False
+
+    # ---- one call, judged ----------------------------------------------------------------------------------------
+    def execute(self, step: Step) -> tuple[CheckResult, str]:
+        run, stage, failure = _Check(self.device), "carried", None
+        case, target = step.case, self.target
+        if self.fresh is None:
+            self.fresh = fresh_library(target)
+        try:
+            if self.pool is not None and (slots := _changed(self.pool)):
+                raise StateLeak(case, f"before call {len(self.steps)}, pool slot {slots[0]} no longer holds what the "
+                                "calls before it left there", cause="pool slot changed between calls")
+            with run.phase("tensors"):
+                t = self._tensors(step)
+            run.events.append(f"serving pool: {'reallocated' if step.realloc else 'view'}, "
+                              f"output {'given' if case.output_given else 'None'}")
+            with run.phase("oracle"):
+                want = expected(case, t, self.sem)
+            stage = "call"
+            got = self._call(case, t, run)
+            stage = "aliased"
+            with run.phase("verdict"):
+                self._check_aliasing(case, t, got)
+                stage = "footprint"
+                self._check_footprint(case)
+                stage = "verdict"
+                self._check_returned(case, t, got)
+                judge(case, target.path, self.sem, t, got, want, run.compared)
+            self._hold(got)
+            _remember(self.pool)
+        except GdnFailure as error:
+            failure = Failure.from_exception(error, failure_bucket(target, case), _notes(error))
+        return CheckResult(target.name, case, dispatch_bucket(target, case), failure, tuple(run.compared),
+                           run.phases, tuple(run.events)), stage
+
+    def _tensors(self, step: Step) -> Tensors:
+        case = step.case
+        if self.pool is None:  # the first call: its pool exactly as the case alone builds it
+            t = materialize(case, self.device)
+            self.pool = _remember(t.pool)
+            return dataclasses.replace(t, pool=_window(self.pool, case.pool))
+        if step.realloc or case.pool > self.pool.view.shape[0] or case.pool_gap != _gap(self.pool):
+            self.pool = _allocate(self.pool, case.pool, case.pool_gap, case.seed, self.pool.kept)
+        return materialize(case, self.device, pool=_window(self.pool, case.pool))
+
+    def _call(self, case, t: Tensors, run: _Check):
+        try:
+            with run.phase("kernel"):
+                return self.target.call(case, t if case.output_given else without_output(t))
+        except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
+            raise RejectedValidInput(case, f"{type(e).__name__}: {e}",
+                                     cause=f"{type(e).__name__}: {normalized(str(e))}") from e
+
+    def _check_aliasing(self, case, t: Tensors, got) -> None:
+        n = len(self.steps)
+        if isinstance(got, torch.Tensor) and not (case.output_given and _overlap(got, t.output.full)):
+            inputs = [(f"input {f.name}", x) for f in dataclasses.fields(t)
+                      if isinstance(x := getattr(t, f.name), torch.Tensor)]
+            regions = [*inputs, ("the state pool", self.pool.full),
+                       *([("the intermediate-state buffer", t.inter.full)] if t.inter is not None else []),
+                       *((f"the output of call {h.call}", h.tensor) for h in self.held)]
+            for what, x in regions:
+                if _overlap(got, x):
+                    raise OutputAliased(case, f"the output call {n} returned shares memory with {what}",
+                                        cause=f"returned output shares memory with {normalized(what)}")
+        for h in self.held:
+            if not torch.equal(bits(h.tensor), h.bits):
+                raise OutputAliased(case, f"the output of call {h.call} changed during call {n}",
+                                    cause="an earlier call's output changed")
+
+    def _check_footprint(self, case) -> None:
+        pool, n = self.pool, len(self.steps)
+        if (where := pool.outside_changed()) is not None:
+            raise GuardBreach(case, f"pool written outside its allocation at index {where}",
+                              cause="pool written outside the buffer")
+        touched = _footprint(case, self.sem)
+        for slot in _changed(pool):
+            if slot in touched:
+                continue
+            if slot >= case.pool:
+                raise GuardBreach(case, f"call {n} changed pool slot {slot}, past the {case.pool}-slot view it was "
+                                  "given", cause="pool written past the view")
+            raise PoolCorruption(case, f"call {n} changed pool slot {slot}, which no request of it reads or writes "
+                                 f"(its slots: {sorted(touched)})",
+                                 cause="pool slot outside the call's requests changed")
+
+    def _check_returned(self, case, t: Tensors, got) -> None:
+        if not (isinstance(got, torch.Tensor) and got.shape == t.output.view.shape and got.dtype in DTYPE_NAMES):
+            what = f"{tuple(got.shape)} {got.dtype}" if isinstance(got, torch.Tensor) else type(got).__name__
+            raise OutputMismatch(case, f"the returned output is {what}; expected {tuple(t.output.view.shape)}",
+                                 cause="returned output of the wrong shape or dtype")
+
+    def _hold(self, got: torch.Tensor) -> None:
+        self.held.append(_Held(len(self.steps), got, bits(got).clone()))
+
+
+def replay(target: Target, device: str, steps, alone: Alone) -> tuple | None:
+    """Run a sequence on a fresh pool (and library, where it can be reset): (Failure, the steps up to it, fails
+    alone) of its first failure, or None."""
+    run = ServingRun(target, device, alone=alone)
+    for step in steps:
+        run.step(step)
+    return run.failed
+
+
+def shortest(target: Target, device: str, failed: tuple, alone: Alone, go_on=lambda: True) -> tuple:
+    """`failed` (Failure, steps, fails alone) with every call deleted that its failure does not need: a deletion is
+    replayed and kept when the same failure key comes back. Hypothesis deletes at most a few consecutive choices at a
+    time, so it drops trailing calls but seldom an earlier one (a call is dozens of choices); this pass ends at a
+    sequence from which no single call can go (or when `go_on()` says the time is up)."""
+    key, i = failed[0].key, 0
+    while i < len(failed[1]) - 1 and go_on():
+        trial = replay(target, device, failed[1][:i] + failed[1][i + 1:], alone)
+        if trial is not None and trial[0].key == key:
+            failed = trial
+        else:
+            i += 1
+    return failed
+
+
+def sequence_note(steps) -> str:
+    return "the calls, one coordinate each (fuzz.generate.serving.Step.parse), the last one failing:\n" + "\n".join(
+        f"  {i}. {s!r}" for i, s in enumerate(steps, 1))
+
+
+# ---- the call alone --------------------------------------------------------------------------------------------
+def fresh_library(target: Target) -> bool:
+    """Reload the target's override module: empty compile caches and no state from earlier calls, what a fresh
+    process gives it. False for the installed library, which cannot be reset in a running process."""
+    spec = target.family.override
+    if spec is None:
+        return False
+    importlib.reload(importlib.import_module(spec.partition(":")[0]))
+    target.family.reset(spec)
+    return True
+
+
+class Alone:
+    """Does a call fail on its own? `alone(step, pool)` -> (passes, how it was run, in words).
+
+    An override module: the step on a fresh copy of the module and a copy of the pool as the record had it before the
+    call (`pool`; None: the call was the first), so only the library's own state differs. The installed library: the
+    step's coordinate in a fresh worker process with empty compile caches (fuzz.run.worker; its pool is seeded from
+    the coordinate, its output buffer given), each coordinate once."""
+
+    def __init__(self, target: Target, device: str, timeout: float | None = None):
+        self.target, self.device, self.timeout = target, device, timeout
+        self._worker_results: dict[str, bool] = {}
+
+    def __call__(self, step: Step, pool: Guarded | None) -> tuple[bool, str]:
+        if self.target.family.override is not None:
+            start = None if pool is None else _allocate(pool, pool.view.shape[0], _gap(pool), 0, pool.kept)
+            result, _ = ServingRun(self.target, self.device, start=start, alone=self).execute(step)
+            return result.failure is None, "alone (a fresh copy of the override module, the same pool)"
+        coordinate = repr(step.case)
+        if coordinate not in self._worker_results:
+            self._worker_results[coordinate] = self._in_fresh_process(step)
+        return self._worker_results[coordinate], "alone (its coordinate in a fresh process, empty compile caches)"
+
+    def _in_fresh_process(self, step: Step) -> bool:
+        with tempfile.TemporaryDirectory(prefix="gdn-alone-") as tmp:
+            worker = Worker(current_overrides(), self.device, *(() if self.timeout is None else (self.timeout,)))
+            worker.env.update(FLASHINFER_WORKSPACE_BASE=os.path.join(tmp, "flashinfer"),
+                              TRITON_CACHE_DIR=os.path.join(tmp, "triton"))
+            try:
+                return worker.check(self.target, step.case).failure is None
+            finally:
+                worker.close()
+
+
+# ---- one serving test ----------------------------------------------------------------------------------------
+FIRST_ROUND = 4  # sequences in a time-boxed test's first round, before its cost per sequence is known
+
+
+@dataclass
+class ServingTest(TestRun):
+    """A serving test's accounts, as a fuzz test's (fuzz.run.session.TestRun: time box, rounds, hits, reported keys),
+    counting sequences as its examples, plus the calls checked and the run report the calls go to."""
+
+    report: RunReport | None = None
+    calls: int = 0  # calls checked in generation
+    last: dict = field(default_factory=dict)  # key -> (Failure, steps, fails alone) of its last raise this round
+
+    @classmethod
+    def start(cls, nodeid: str, target: Target, report: RunReport | None = None, box: float | None = None,
+              shrink_seconds: float = 120.0) -> ServingTest:
+        now = time.monotonic()
+        return cls(nodeid, target, OP, now, None if box is None else now + box, shrink_seconds=shrink_seconds,
+                   report=report)
+
+    def may_check_now(self) -> bool:
+        """Inside the box, or shrinking a failure of this round for shrink_seconds more; a final replay always."""
+        return _is_final() or self.may_check(time.monotonic())
+
+    @property
+    def stage(self) -> str:
+        return "final" if _is_final() else "shrink" if self.round_failed_at is not None else "generate"
+
+    def example(self) -> None:
+        if self.stage == "generate":
+            self.drawn += 1
+
+    def recorded(self, result: CheckResult, seconds: float, first: bool) -> None:
+        stage = self.stage
+        if stage == "generate":
+            self.calls += 1
+            self.checked += first
+            self.seconds_checking += seconds
+        if self.report is not None:
+            self.report.record(self.nodeid, OP, result, seconds, stage)
+
+    def hit(self, failure: Failure, steps: tuple, reproduced: bool | None) -> bool:
+        """A step failed with `failure` after `steps` (`reproduced`: whether the call fails alone; None: not run
+        alone). Whether it fails the Hypothesis run: not when an earlier round reported its key."""
+        key = failure.key
+        self.first_hits.setdefault(key, (time.monotonic() - self.started, self.checked))
+        self.hits[key] = self.hits.get(key, 0) + 1
+        if key in self.reported:
+            return False
+        self.round_failed_at = self.round_failed_at or time.monotonic()
+        self.last[key] = (failure, steps, reproduced)
+        return True
+
+
+@dataclass(frozen=True)
+class SequenceFailure:
+    """A distinct failure of a serving test: its record (for the run report) and its shortest sequence of calls."""
+
+    record: FailureRecord
+    steps: tuple[Step, ...]
+
+
+def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: ServingTest, examples: int,
+                steps: int = STEPS, base: settings | None = None, seed_: int | None = None, shrink: bool = True,
+                timeout: float | None = None) -> list[SequenceFailure]:
+    """Run the serving machine on `target` for `examples` sequences of up to `steps` calls, in rounds as a fuzz test
+    runs (fuzz.run.session: each round one Hypothesis run, sized to the time box, raising only failure keys no earlier
+    round reported); settings from `base` (default the active profile's). Returns each distinct failure with its
+    shortest sequence. shrink=False: neither Hypothesis' shrinking nor the deletion of unneeded calls (`shortest`),
+    as --gdn-no-shrink."""
+    alone = Alone(target, device, timeout)
+    machine = serving_machine(target, budget, bugs, lambda: ServingRun(target, device, test, alone=alone))
+    machine._hypothesis_internal_add_digest = test.nodeid.encode()  # one database key per test, as @given tests get
+    base = base or settings.default
+    found: list[SequenceFailure] = []
+    while examples - test.drawn > 0 and (test.deadline is None or time.monotonic() < test.deadline):
+        drawn = test.drawn
+        found += _round(machine, test, base, _round_size(test, examples - test.drawn), steps, seed_, shrink, alone,
+                        device)
+        if test.drawn == drawn:  # nothing new to draw
+            break
+    if test.deadline is not None and time.monotonic() >= test.deadline and test.drawn < examples:
+        test.boxed = True
+    if test.report is not None:
+        test.report.tests[test.nodeid] = {
+            "target": target.name, "op": OP, "rounds": test.rounds, "checked": test.checked, "calls": test.calls,
+            "seconds": round(time.monotonic() - test.started, 2),
+            "box": None if test.deadline is None else round(test.deadline - test.started, 3), "boxed": test.boxed,
+            "failures": list(test.reported)}
+    return found
+
+
+def _round_size(test: ServingTest, left: int) -> int:
+    if test.deadline is None:
+        return left
+    per = test.seconds_per_example
+    if per is None:
+        return min(left, FIRST_ROUND)
+    return max(1, min(left, int((test.deadline - time.monotonic()) / max(per, 1e-3))))
+
+
+def _round(machine, test: ServingTest, base: settings, examples: int, steps: int, seed_: int | None, shrink: bool,
+           alone: Alone, device: str) -> list[SequenceFailure]:
+    """One Hypothesis run of the machine; its new distinct failures, each with its calls deleted where it can."""
+    # explicit and reuse in the first round only, as in fuzz tests; no explain phase: it replays variations of a
+    # shrunk sequence without a stall limit and says nothing a list of calls does not
+    replayed = (hypothesis.Phase.explicit, hypothesis.Phase.reuse)
+    phases = [p for p in base.phases if (test.rounds == 0 or p not in replayed) and p is not hypothesis.Phase.explain
+              and (shrink or p is not hypothesis.Phase.shrink)]
+    if seed_ is not None:
+        machine = seed(seed_ + test.rounds)(machine)
+    test.rounds += 1
+    test.round_failed_at, test.last = None, {}
+    raised = []
+    try:
+        run_state_machine_as_test(machine, settings=settings(base, max_examples=examples, stateful_step_count=steps,
+                                                             phases=phases))
+    except Exception as error:  # noqa: BLE001 - findings are sorted out here, anything else is re-raised
+        raised = failures_in(error)
+        if not raised:
+            raise
+    found, end = [], time.monotonic() + test.shrink_seconds  # deleting calls: shrink_seconds more at most
+    # Each failure's last raise is its smallest: the shrinker only tries smaller ones, then replays the smallest.
+    minimal = hypothesis.Phase.shrink in phases and test.may_check(time.monotonic())  # shrinking ran to its end
+    for key in dict.fromkeys(f.key for f in raised):
+        failure, sequence, reproduced = shortest(test.target, device, test.last[key], alone,
+                                                 lambda: time.monotonic() < end) if shrink else test.last[key]
+        seconds, before = test.first_hits[key]
+        record = test.reported[key] = FailureRecord(test.nodeid, test.target.name, failure, seconds, before,
+                                                    test.hits[key], minimal=minimal, reproduced_on_rerun=reproduced)
+        if test.report is not None:
+            test.report.add_failure(record)
+        found.append(SequenceFailure(record, sequence))
+    return found
+
+
+def _build_context():
+    try:
+        return current_build_context()
+    except InvalidArgument:  # outside a Hypothesis test
+        return None
+
+
+def _is_final() -> bool:
+    return bool((context := _build_context()) and context.is_final)
+
+
+# ---- the pytest test -------------------------------------------------------------------------------------------
+def serving_test():
+    """The pytest test of fuzz/test_serving.py: `target` is parametrized over the registry by fuzz.run.plugin
+    (the gdn_serving attribute). Its budget is the fuzz tests' in calls: --gdn-examples (or the profile's
+    max_examples) calls, in sequences of up to STEPS; --gdn-test-seconds boxes it as it boxes them."""
+
+    def test_serving(target: Target, request) -> None:
+        session = active_session()
+        reason = session.reason_unavailable(target)
+        if reason:  # reached only for a --gdn-require'd family
+            pytest.fail(f"{target.name} is required but unavailable: {reason}", pytrace=False)
+        options, nodeid = session.options, request.node.nodeid
+        test = ServingTest.start(nodeid, target, session.report, options.test_seconds, options.shrink_seconds)
+        calls = options.examples or settings.default.max_examples
+        found = run_serving(target, session.budget, session.bugs(target), target.device(session.budget.device), test,
+                            examples=max(1, calls // STEPS), shrink=options.shrink, timeout=options.timeout,
+                            seed_=options.seed if options.seed is not None else _seed_of(nodeid, session.profile))
+        if found:
+            lines = [f"{len(found)} distinct failure(s) of {target.name} in serving sequences (shrunk):"]
+            for f in found:
+                failure = f.record.failure
+                lines.append(f"  {failure.kind}: {failure.message.splitlines()[0][:600]}")
+                lines += [f"    {line}" for note in failure.notes for line in note.splitlines()[:12]]
+            pytest.fail("\n".join(lines), pytrace=False)
+
+    test_serving.gdn_serving = True
+    return test_serving
+
+
+__all__ = ["Alone", "SequenceFailure", "ServingRun", "ServingTest", "fresh_library", "replay",
+           "run_serving", "sequence_note", "serving_test", "shortest"]

@@ -1,0 +1,163 @@
+"""Serving sequences (fuzz.generate.serving, fuzz.run.serving): the state machine, run through the `flashinfer` override
+as a user would, finds each planted cross-call bug of tests/mutants.py, types it, and shrinks it to the two calls it
+needs; it finds nothing in the correct stand-in; and its findings land in the run report of a pytest run."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+
+from fuzz.case import Case
+from fuzz.generate.materialize import materialize
+from fuzz.generate.profiles import BUDGETS
+from fuzz.generate.serving import Step
+from fuzz.judge.failures import OutputAliased, StaleCompile, StateLeak
+from fuzz.run.serving import ServingRun, ServingTest, run_serving
+from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
+
+REPO = Path(__file__).resolve().parent.parent
+BY_NAME = {t.name: t for t in TARGETS}
+# Small draws shrink fast: two requests, a handful of slots, one head size.
+BUDGET = dataclasses.replace(BUDGETS["ci"], max_B=2, max_pool=4, t_choices=(1, 2), head_dims=((4, 8),), scales=(None,),
+                             gaps=(0, 1))
+# Generation stops at the first failure without a shrink phase; the calls it does not need are deleted after it
+# (fuzz.run.serving.shortest). Hypothesis' own shrinking of the calls' contents is slow on a CPU (each attempt replays
+# a sequence), so only test_shrinking_inside_the_time_box runs it.
+QUIET = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+                 phases=[Phase.generate])
+DECODE = "flashinfer-pretranspose-fp32"  # decode only: one failure bucket per bug
+
+
+@pytest.fixture
+def override(monkeypatch):
+    """Point the flashinfer family at a module for one test; put back whatever was set before. The flashinfer targets
+    take output=None here (Support.output_optional), as their adapters forward it."""
+    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+    for target in BY_NAME.values():
+        if target.family.name == "flashinfer":
+            monkeypatch.setattr(target, "support", dataclasses.replace(target.support, output_optional=True))
+    yield lambda spec: set_overrides({**before, "flashinfer": spec})
+    set_overrides(before)
+
+
+def serve(target_name: str, examples: int, steps: int = 5, base=QUIET, **box):
+    """Seeded rounds (each a new seed, as in the ci profile): a round ends at its first new failure, the next one
+    goes on drawing, so a bug with several symptoms shows each."""
+    target = BY_NAME[target_name]
+    test = ServingTest.start(f"test_serving[{target_name}]", target, **box)
+    return run_serving(target, BUDGET, (), "cpu", test, examples, steps=steps, base=base, seed_=0), test
+
+
+def only(found, kind):
+    [failure] = [f for f in found if f.record.failure.kind == kind.__name__]
+    return failure
+
+
+def test_cached_output_buffer_is_output_aliased(override):
+    override("tests.mutants:cached_default_output")
+    found, _ = serve(DECODE, 40)
+    f = only(found, OutputAliased)
+    assert [s.case.output_given for s in f.steps] == [False, False], f.steps  # two calls, both output=None
+    assert f.record.failure.cause == "returned output shares memory with the output of call N"
+    assert "the calls, one coordinate each" in f.record.failure.notes[-1]
+    assert [Step.parse(repr(s)) for s in f.steps] == list(f.steps)  # the printed sequence is a reproduction
+
+
+def test_compile_key_without_input_dtype_is_stale_compile(override):
+    override("tests.mutants:input_dtype_left_out_of_key")
+    found, _ = serve(DECODE, 40)
+    assert found and {f.record.failure.kind for f in found} == {"StaleCompile"}, [f.record.failure for f in found]
+    for f in found:
+        assert len(f.steps) == 2 and {s.case.input_dtype for s in f.steps} == {"bf16", "fp16"}, f.steps
+        assert "Mismatched Tensor" in f.record.failure.detail and f.record.reproduced_on_rerun is False
+
+
+def test_pool_capacity_left_out_of_key_is_the_warm_case(override):
+    override("tests.mutants:strided_pool_capacity_baked_in")
+    found, _ = serve(DECODE, 60)
+    f = only(found, StaleCompile)
+    first, second = (s.case for s in f.steps)
+    # two strided pools of one stride and two capacities (a view of fewer slots after a call on more: Case.warm_pool
+    # as two calls; or a reallocation to more slots)
+    assert first.pool != second.pool and min(first.pool, second.pool) >= 2, f.steps
+    assert first.pool_gap == second.pool_gap > 0, f.steps
+    assert "Mismatched h0_source.shape[0]" in f.record.failure.detail
+
+
+def test_stale_rows_past_the_batch_are_a_state_leak(override):
+    override("tests.mutants:stale_rows_past_the_batch")
+    found, _ = serve(DECODE, 40)
+    f = only(found, StateLeak)
+    first, second = (s.case for s in f.steps)
+    assert first.B > second.B, f.steps  # a larger batch, then a smaller one whose padding rows keep its slots
+    assert "which no request of it reads or writes" in f.record.failure.detail
+    assert f.record.reproduced_on_rerun is False
+
+
+def test_shrinking_inside_the_time_box(override):
+    """With Hypothesis shrinking on, the box ends the test: no sequence is checked after it but to shrink a failure
+    found in it, for shrink_seconds, after which the round ends with its smallest failure; calls are deleted after."""
+    override("tests.mutants:input_dtype_left_out_of_key")
+    began = time.monotonic()
+    found, test = serve(DECODE, 10_000, base=settings(QUIET, phases=[Phase.generate, Phase.shrink]), box=5.0,
+                        shrink_seconds=3.0)
+    assert found and test.boxed and test.drawn < 10_000
+    assert all(len(f.steps) == 2 and f.record.failure.kind == "StaleCompile" for f in found), found
+    assert time.monotonic() - began < 5.0 + 2 * 3.0 + 3.0  # box, shrink window, deleting calls, a last replay
+
+
+@pytest.mark.parametrize("name", ["flashinfer-bf16", "flashinfer-mtp-fp32", "flashinfer-prefill-chunk"])
+def test_correct_standin_passes_the_machine(override, name):
+    override("fuzz.standins.flashinfer_cpu")
+    found, test = serve(name, 12, steps=6)
+    assert not found, [f.record.failure.message for f in found]
+    assert test.calls >= 40, test.calls
+
+
+def test_the_first_call_is_the_case_alone(override):
+    """A one-call sequence builds its pool exactly as the single-case check does, so its coordinate reproduces it."""
+    override("fuzz.standins.flashinfer_cpu")
+    target = BY_NAME["flashinfer-bf16"]
+    case = Case.parse("decode-B2-T1-H1-HV2-K4-V8-pool4-pad0-bf16state-bf16in-i32-vk-gate_mild-seed3-slots[2,1]")
+    run = ServingRun(target, "cpu")
+    run.step(Step(case))
+    alone = materialize(case, "cpu")
+    target.call(case, alone)
+    assert run.pool.view.equal(alone.pool.view)
+
+
+def test_a_slot_changed_between_calls_is_a_state_leak(override):
+    override("fuzz.standins.flashinfer_cpu")
+    run = ServingRun(BY_NAME["flashinfer-bf16"], "cpu")
+    case = Case.parse("decode-B1-T1-H1-HV2-K4-V8-pool4-pad0-bf16state-bf16in-i32-vk-gate_mild-seed3-slots[1]")
+    run.step(Step(case))
+    run.pool.view[3] += 1  # nothing runs between calls: a change here is state carried wrong
+    run.step(Step(case.replace(seed=4)))
+    with pytest.raises(StateLeak) as raised:
+        run.close()
+    assert "between calls" in raised.value.cause
+
+
+def test_findings_land_in_the_run_report(tmp_path):
+    report = tmp_path / "run.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "fuzz/test_serving.py", "-q", "-p", "no:warnings",
+                           "-k", DECODE, "--hypothesis-profile=ci", "--gdn-test-seconds=4", "--gdn-shrink-seconds=3",
+                           "--gdn-target", "flashinfer=tests.mutants:input_dtype_left_out_of_key",
+                           f"--gdn-report={report}"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    data = json.loads(report.read_text())
+    assert data["failures"] and {f["kind"] for f in data["failures"]} == {"StaleCompile"}, data["failures"]
+    for failure in data["failures"]:
+        assert failure["reproduced_on_rerun"] is False and "the calls, one coordinate each" in failure["notes"][-1]
+        assert failure["notes"][-1].count("\n  ") == 2, failure["notes"][-1]  # two calls
+    records = [r for r in data["records"] if r["op"] == "serving"]
+    assert records and data["targets"][DECODE]["examples"]["serving"] == len(records)
+    [test] = data["tests"].values()
+    assert test["op"] == "serving" and test["boxed"], test
+    assert "stopped by its 4 s time box" in proc.stdout and "StaleCompile" in proc.stdout
