@@ -85,8 +85,9 @@ def main() -> None:
                 totals[cache_state][0] += count
                 totals[cache_state][1] += total
                 split[cache_state].update(phases)
-                split[cache_state]["draw"] += total - sum(phases.values())
-                shares = [f"{100 * x / total:.0f}" for x in (total - sum(phases.values()), *(phases[k] for k in PHASES))]
+                draw = total - sum(phases.values())
+                split[cache_state]["draw"] += draw
+                shares = [f"{100 * x / total:.0f}" for x in (draw, *(phases[k] for k in PHASES))]
                 rows.append((target.name, op, cache_state, str(count), f"{60 * count / total:.0f}", str(len(buckets)),
                              *shares))
                 print("measured:", "  ".join(rows[-1]), flush=True)  # a run cut short still leaves its rows

@@ -138,7 +138,8 @@ class StridedPoolCapacityBakedIn(FlashInferCPU):
     strides: a later call on a pool of another capacity gets that kernel, whose shape check rejects it. Incident
     class: FlashInfer 0.7.2.post1 gated_delta_rule_mtp (pool_strides_key without h0_source.shape[0]; 0.7.4 keys it).
     Only a case's warm call (Case.warm_pool, GPU budgets) makes it deterministic: tests/test_export.py proves it on
-    a fixed case; the CPU fuzz self-test (tests/test_mutants.py) leaves it out."""
+    a fixed case; the CPU fuzz self-test (tests/test_mutants.py) leaves it out. Serving sequences find it as two calls
+    (tests/test_serving.py)."""
 
     def _run(self, path, q, k, v, pool, *args, **kwargs):
         if not pool.is_contiguous():

@@ -128,9 +128,10 @@ def test_a_failure_is_its_coordinate_and_a_failed_line_not_a_dump():
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
     assert "FAILED fuzz/test_decode.py::test_decode[flashinfer-pretranspose-fp32]" in out
-    [line] = [ln for ln in out.splitlines() if ln.startswith("  UnwrittenOutput: ")]
-    coordinate = line.split(": ")[1]
-    assert Case.parse(coordinate).padded == (True,)
+    lines = [ln for ln in out.splitlines() if ln.startswith("  UnwrittenOutput: ")]
+    assert lines, out[-3000:]  # one per dispatch bucket the mutant fails in, each shrunk to its own coordinate
+    for line in lines:
+        assert any(Case.parse(line.split(": ")[1]).padded)
     assert len(out.splitlines()) < 60 and "FuzzSession" not in out and "object at 0x" not in out
 
 

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
 from fuzz.judge.failures import NonFinite, StateMismatch
@@ -61,12 +63,32 @@ def test_a_run_killed_after_its_first_test_leaves_that_tests_report(tmp_path):
     assert len(examples) == 1 and sum(next(iter(examples.values())).values()) > 0, examples
 
 
-def test_a_campaign_on_a_mutant_tables_its_distinct_failures(tmp_path):
+def test_a_campaign_on_a_mutant_tables_its_distinct_failures(tmp_path, capsys):
     out = tmp_path / "campaign"
     code = campaign.main(["flashinfer-pretranspose", "--profile", "ci", "--test-seconds", "8", "--out", str(out),
                           "--pytest", "--gdn-target", "flashinfer=tests.mutants:padded_output_not_zeroed"])
-    assert code == 0
+    assert code == 1  # findings
     [result] = json.loads((out / "summary.json").read_text())
     kinds = {f["kind"] for f in result["failures"]}
     assert kinds == {"UnwrittenOutput"}, result["failures"]
     assert "| 1 | UnwrittenOutput | flashinfer-pretranspose-fp32 decode |" in (out / "summary.md").read_text()
+
+    # rendered again from its summary.json, triaged against today's records: a mutant's bug is no known one
+    capsys.readouterr()
+    assert campaign.main(["--render", str(out / "summary.json"), "--profile", "ci"]) == 0
+    assert "NEW (no known-bug record explains it)" in capsys.readouterr().out
+
+
+def test_a_campaign_is_green_only_when_every_run_ran():
+    ran = {"installation": "a", "family": "fla-", "exit": 0, "killed": False, "examples": 5, "failures": []}
+    assert campaign.exit_code([ran]) == 0
+    assert campaign.exit_code([ran, dict(ran, exit=1, failures=[{"kind": "StateMismatch"}])]) == 1
+    assert campaign.exit_code([ran, dict(ran, exit=5, examples=0)]) == 3  # a run that ran nothing
+    assert campaign.exit_code([dict(ran, exit=-9, killed=True, failures=[{"kind": "NonFinite"}])]) == 3
+
+
+def test_render_of_something_else_is_one_clear_error(tmp_path, capsys):
+    (tmp_path / "x.json").write_text("{}")
+    with pytest.raises(SystemExit) as e:
+        campaign.main(["--render", str(tmp_path / "x.json")])
+    assert e.value.code == 2 and "not a campaign summary.json" in capsys.readouterr().err

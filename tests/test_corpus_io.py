@@ -111,3 +111,38 @@ def test_a_second_run_with_the_same_finding_adds_entries_beside_the_first(writte
     assert {name: after[name] for name in before} == before
     added = [corpus.load(out / name) for name in set(after) - set(before)]
     assert len(added) == len(before) and all(e.expect == "UnwrittenOutput" for e in added)
+
+
+# Every FlashInfer release on PyPI from 0.6.5 to 0.7.4 (docs/research/flashinfer-releases.md).
+FLASHINFER_RELEASES = (
+    "0.6.5 0.6.6 0.6.7 0.6.7.post1 0.6.7.post2 0.6.7.post3 0.6.8 0.6.8.post1 0.6.9 0.6.10 0.6.10.post1 0.6.11 "
+    "0.6.11.post1 0.6.11.post2 0.6.11.post3 0.6.12 0.6.13 0.6.14 0.6.15 0.6.15.post1 0.6.16 0.6.16.post1 0.6.16.post2 "
+    "0.6.16.post3 0.6.16.post4 0.6.17 0.6.18 0.6.18.post1 0.7.0 0.7.0.post1 0.7.1 0.7.2 0.7.2.post1 0.7.4").split()
+
+
+def test_each_flashinfer_finding_names_its_record_and_stays_inside_it():
+    """An entry that replays a known bug names it (`bug`), on the record's path, for releases the record holds for,
+    with a case the record's mask keeps from being drawn: the corpus and the masks cannot drift apart."""
+    from fuzz.targets import triage
+    from fuzz.targets.known_bugs import BY_ID
+    from fuzz.targets.registry import TARGETS
+
+    paths = {t.name: t.path for t in TARGETS}
+    entries = [e for e in corpus.load_all(ROOT / "corpus") if e.library == "flashinfer" and e.expect != "pass"]
+    assert entries
+    for entry in entries:
+        assert entry.bug, f"{entry.path.name}: a FlashInfer finding without its known-bug record"
+        record = BY_ID[entry.bug]
+        assert paths[entry.target] in record.paths, (entry.path.name, record.paths)
+        replayed = [v for v in FLASHINFER_RELEASES if v in entry.versions]
+        assert replayed, f"{entry.path.name}: versions {entry.versions} hold for no release"
+        outside = [v for v in replayed if not record.holds(paths[entry.target], v)]
+        assert not outside, f"{entry.path.name}: {record.id} ({record.releases}) does not hold for {outside}"
+        assert triage.masks(record, entry.case) or not record.mask, f"{entry.path.name}: drawn under {record.id}"
+
+
+def test_a_bug_field_naming_no_record_is_one_clear_error(tmp_path):
+    entry = json.loads((ROOT / "corpus" / "flashinfer-bf16-decode-RejectedValidInput-0.json").read_text())
+    (tmp_path / "x.json").write_text(json.dumps(dict(entry, bug="no-such-bug")))
+    with pytest.raises(corpus.CorpusError, match="field 'bug' is 'no-such-bug', no record"):
+        corpus.load(tmp_path / "x.json")

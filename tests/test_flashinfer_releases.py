@@ -439,7 +439,10 @@ def test_semantics_rows_per_version():
     ("sliced-inter-rejected", "flashinfer.mtp.fp32", ("0.6.14", "0.7.2"), ("0.6.13", "0.7.4")),
     ("fp16-output-roundtrip", "flashinfer.mtp.fp32", ("0.6.18", "0.7.4"), ("0.6.17",)),
     ("wide-vec-no-writeback", "flashinfer.bf16", ("0.6.11", "0.7.4"), ("0.6.10.post1",)),
-    ("bf16-i64-indices", "flashinfer.bf16", ("0.6.14", "0.7.4"), ("0.6.13",)),
+    ("bf16-i64-indices", "flashinfer.bf16", ("0.6.10", "0.6.14", "0.7.4"), ("0.6.9",)),
+    ("size1-layout", "flashinfer.mtp.fp32", ("0.6.14", "0.7.4"), ("0.6.11", "0.6.13")),  # mark_layout_dynamic: 0.6.14
+    ("bf16-strided-pool-copied", "flashinfer.bf16", ("0.6.8", "0.6.11"), ("0.6.12", "0.7.4")),
+    ("saturated-softplus-nan", "flashinfer.bf16", ("0.6.10", "0.7.2.post1"), ("0.7.4",)),
     ("unchecked-gva", "flashinfer.pretranspose.fp32", ("0.6.5", "0.6.10", "0.7.4"), ("0.6.4",)),
     ("unchecked-gva", "flashinfer.decode.kmajor", ("0.6.5",), ()),
 ])
@@ -456,9 +459,8 @@ def test_adapter_error_is_raised_not_a_type_error(override):
     override("fuzz.standins.flashinfer_cpu:release_0_6_10")
     target = BY_NAME["flashinfer-mtp-fp32"]
     case = Case(op="verify", H=1, HV=2, K=8, V=16, T=2, pool=5, read_slots=(1, 2), write_slots=(3, 4), seed=1)
-    result = check(target, case, "cpu")
-    assert result.failure is not None and "AdapterError" in result.failure.detail
-    assert "has no keyword output_state_indices" in result.failure.detail
+    with pytest.raises(fapi.AdapterError, match="has no keyword output_state_indices"):
+        check(target, case, "cpu")  # raised, not judged: an adapter defect of ours is never a finding
 
 
 
@@ -500,7 +502,8 @@ def test_every_release_signature_takes_every_drawn_case(fake_flashinfer_package,
         (data / name).mkdir() if "." not in Path(name).name else (data / name).write_text("")
     (tmp_path / "cuda" / "bin").mkdir(parents=True)
     (tmp_path / "cuda" / "bin" / "nvcc").write_text("")
-    cxx = "def gen_gdn_prefill_sm90_module():\n    pass\n" if (WHEELS / release / "flashinfer/jit/gdn.py").is_file() else ""
+    has_jit = (WHEELS / release / "flashinfer/jit/gdn.py").is_file()
+    cxx = "def gen_gdn_prefill_sm90_module():\n    pass\n" if has_jit else ""
     fake_flashinfer_package({
         "gdn_decode.py": decode, "gdn_prefill.py": prefill + cxx,
         "jit/env.py": f"import pathlib\nFLASHINFER_DATA = pathlib.Path({str(data)!r})\n",
@@ -509,7 +512,7 @@ def test_every_release_signature_takes_every_drawn_case(fake_flashinfer_package,
     for name in CORE:
         target = BY_NAME[name]
         assert target.unavailable_reason("cuda") is None, (release, name, target.unavailable_reason("cuda"))
-        module = target.api()
+        target.api()
         for op in sorted(target.support.ops):
             _calls_bind(target, op)
 

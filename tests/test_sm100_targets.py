@@ -21,7 +21,8 @@ from fuzz.standins.flashinfer_sm100_cpu import CakeGDNUnsupportedError, FlashInf
 from fuzz.generate.strategies import cases
 from fuzz.targets.known_bugs import masked_reason
 from fuzz.targets.registry import FAMILIES, flashinfer_sm100, set_overrides
-from fuzz.judge.failures import GdnFailure, IntermediateMismatch, NonFinite, PoolCorruption, StateMismatch, UnwrittenOutput
+from fuzz.judge.failures import (GdnFailure, IntermediateMismatch, NonFinite, PoolCorruption, StateMismatch,
+                                 UnwrittenOutput)
 
 BY_NAME = {t.name: t for t in flashinfer_sm100.TARGETS}
 STANDIN = "fuzz.standins.flashinfer_sm100_cpu"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -43,6 +44,13 @@ def main(argv: list[str]) -> int:
         print(f"gdn-fuzz hypofuzz: needs HypoFuzz (pip install 'gdn-fuzz[hypofuzz]'): {e}", file=sys.stderr)
         return 2
     collected = collect_tests(pytest_args)
+    from hypothesis import settings
+
+    if settings().database is None:
+        print("gdn-fuzz hypofuzz: HypoFuzz keeps its corpus and failures in the example database, and this profile "
+              "has none: use --hypothesis-profile=dev, h200 or b200, or add --gdn-db DIR|redis://HOST:PORT",
+              file=sys.stderr)
+        return 2
     nodeids = [t.nodeid for t in collected.fuzz_targets]
     for nodeid, why in collected.not_collected.items():
         print(f"not fuzzed: {nodeid}: {why.get('reason') or why['status_reason']}")
@@ -61,7 +69,7 @@ def main(argv: list[str]) -> int:
         _run_workers(shares, gpus, pytest_args, args.seconds)
     finally:
         if dashboard is not None:
-            _stop([dashboard])
+            _stop([dashboard], signal.SIGTERM)  # it keeps nothing; SIGTERM ends its server quietly
     return _summary(collected.fuzz_targets, started, pytest_args)
 
 
@@ -94,7 +102,7 @@ def _hypothesis_compat() -> None:
 def _spawn(nodeids: list[str], gpu: str | None, pytest_args: list[str]) -> subprocess.Popen:
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
     return subprocess.Popen([sys.executable, "-m", "fuzz.cli.hypofuzz", "--worker", *nodeids, "--", *pytest_args],
-                            env=env)
+                            env=env, start_new_session=True)
 
 
 def _run_workers(shares: list[list[str]], gpus: list[str], pytest_args: list[str], seconds: float | None) -> None:
@@ -108,7 +116,8 @@ def _run_workers(shares: list[list[str]], gpus: list[str], pytest_args: list[str
             for i, p in enumerate(procs):
                 if p.poll() not in (None, 0) and restarts[i] < RESTARTS:
                     restarts[i] += 1
-                    print(f"worker {i} exited with status {p.returncode}: restarting it", file=sys.stderr)
+                    print(f"worker {i} died (status {p.returncode}; --gdn-isolate makes a crash a KernelCrash "
+                          f"finding): restart {restarts[i]} of {RESTARTS}", file=sys.stderr)
                     procs[i] = _spawn(shares[i], gpu[i], pytest_args)
     except KeyboardInterrupt:
         pass
@@ -116,23 +125,31 @@ def _run_workers(shares: list[list[str]], gpus: list[str], pytest_args: list[str
         _stop(procs)
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
+def _stop(procs: list[subprocess.Popen], sig: int = signal.SIGINT) -> None:
+    """`sig` to each process group (on SIGINT a worker exits normally, flushing its pending database writes), SIGKILL
+    to a group still there after STOP_GRACE."""
     for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)  # the worker exits normally, flushing its pending database writes
+        _signal_group(p, sig)
     end = time.monotonic() + STOP_GRACE
     for p in procs:
         try:
             p.wait(max(end - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
-            p.kill()
+            _signal_group(p, signal.SIGKILL)
             p.wait()
+
+
+def _signal_group(p: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(p.pid, sig)  # each child leads a session of its own (start_new_session)
+    except ProcessLookupError:
+        pass
 
 
 def _start_dashboard(port: int, pytest_args: list[str]) -> subprocess.Popen:
     """HypoFuzz's dashboard process: it collects the tests itself and reads the database."""
     return subprocess.Popen([sys.executable, "-c", "from hypothesis.extra.cli import main; main()", "fuzz",
-                             "--dashboard-only", "--port", str(port), "--", *pytest_args])
+                             "--dashboard-only", "--port", str(port), "--", *pytest_args], start_new_session=True)
 
 
 def _summary(targets, started: float, pytest_args: list[str]) -> int:
@@ -156,7 +173,7 @@ def _summary(targets, started: float, pytest_args: list[str]) -> int:
         for observation in filter(None, failures):
             print("    " + _message(observation.metadata.traceback or observation.status_reason))
     if found:
-        print(f"replay them: pytest {' '.join(pytest_args)} (stored failures run first)")
+        print(f"replay them: pytest {shlex.join(pytest_args)} (stored failures run first)")
     return 1 if found else 0
 
 

@@ -10,7 +10,6 @@ corruption. So an 8 GiB pool costs its 8 GiB, not three times that.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -177,6 +176,7 @@ GATE_REGIMES = {
     "saturated": ((0.0, 3.0), (40.0, 60.0), 40.0),
     "negsat": ((-1.0, 1.0), (-60.0, 30.0), 40.0),
 }
+GATES = (*GATE_REGIMES, "mixed")  # "mixed": a regime per value head
 # Per-token magnitudes of q, k, v: exact powers of two from 2^-10 (an eps-dominated l2norm) to 2^3 (large v).
 MAGNITUDES = tuple(2.0 ** e for e in range(-10, 4))
 
@@ -236,9 +236,3 @@ def materialize(case: Case, device: str | torch.device, pool: Guarded | None = N
         write_slots=as_index(case.write_slots), token_slots=as_index(case.token_slots),
         inter_index=as_index(case.inter_index), cu_seqlens=cu, pool=pool, inter=inter, output=output,
     )
-
-
-def without_output(t: Tensors) -> Tensors:
-    """The same tensors with no output buffer (`t.output.view` is None): the target passes output=None and the library
-    allocates the output it returns (Case.output_given False)."""
-    return dataclasses.replace(t, output=Guarded(full=None, view=None, lead=0))

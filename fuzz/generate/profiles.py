@@ -55,7 +55,10 @@ def register_profiles() -> None:
     """Every gdn-fuzz profile. Examples are per fuzz test (--gdn-examples overrides them). ci and gate replay the
     same cases every run (fuzz.run.session seeds each round from the test id, or from --hypothesis-seed) and keep no
     example database; the exploring profiles keep the local directory one (--gdn-db replaces it)."""
-    common = dict(deadline=None, suppress_health_check=_SLOW, print_blob=True)
+    # Hypothesis's own default, never the profile it loads when $CI is set (that one derandomizes, which HypoFuzz
+    # refuses, and would make a run differ between a laptop and a CI box).
+    common = dict(parent=settings.get_profile("default"), deadline=None, suppress_health_check=_SLOW,
+                  print_blob=True)
     settings.register_profile("ci", max_examples=200, database=None, **common)
     settings.register_profile("dev", max_examples=300, database=DirectoryBasedExampleDatabase(LOCAL_DB), **common)
     settings.register_profile("gate", max_examples=200, database=None, **common)

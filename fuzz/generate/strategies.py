@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from fuzz.case import Case
-from fuzz.generate.materialize import GATE_REGIMES
+
 from fuzz.generate.profiles import Budget
 from fuzz.targets.base import Support, Target
 
-GATES = tuple(GATE_REGIMES) + ("mixed",)
 INT32_ELEMENTS = 2**31
 
 
@@ -95,7 +94,8 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large
     H, HV, T = bucket.H, bucket.HV, bucket.T
     if H > 1 and sup.invalid_gva and draw(st.integers(0, 19)) == 19:
         HV = H + 1  # illegal GVA ratio: every target must reject it cleanly
-    B = draw(st.integers(1, min(budget.max_B, 4) if large else budget.max_B))
+    most = min(budget.max_B, 4) if large else budget.max_B
+    B = draw(st.integers(min(sup.single_head_min_B if H == 1 else 1, most), most))
     seqlens = ()
     if op == "prefill":
         max_T = min(budget.max_T, sup.max_T or budget.max_T)
@@ -121,7 +121,7 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large
         op=op, H=H, HV=HV, K=bucket.K, V=bucket.V, T=T, seqlens=seqlens, seed=draw(st.integers(0, 2**32 - 1)),
         **slots, inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index,
         state_dtype=bucket.state_dtype, input_dtype=bucket.input_dtype, index_dtype=bucket.index_dtype,
-        layout=bucket.layout, gate=draw(st.sampled_from(GATES)), scale=draw(st.sampled_from(budget.scales)),
+        layout=bucket.layout, gate=draw(st.sampled_from(sup.gate_regimes)), scale=draw(st.sampled_from(budget.scales)),
         l2norm=not (sup.l2norm_off and draw(st.integers(0, 4)) == 4), update=bucket.update,
         pool_gap=draw(st.sampled_from([g for g in budget.gaps if g])) if bucket.strided else 0,
         warm_pool=draw(st.integers(1, budget.max_pool)) if warm else 0,

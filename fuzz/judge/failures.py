@@ -57,6 +57,13 @@ class NonFinite(GdnFailure):
 class RejectedValidInput(GdnFailure):
     """The target raised on a case inside its declared support."""
 
+    @classmethod
+    def raised(cls, case, error: Exception) -> RejectedValidInput:
+        """The library's error as the finding: its type and text (terminal colour codes dropped: the CuTe DSL
+        colours its diagnostics, which would leave a blank first line and escape codes in the cause)."""
+        text = _ANSI.sub("", str(error)).strip()
+        return cls(case, f"{type(error).__name__}: {text}", cause=f"{type(error).__name__}: {normalized(text)}")
+
 
 class AcceptedInvalidInput(GdnFailure):
     """The target ran a case it must reject (e.g. HV not a multiple of H)."""
@@ -72,17 +79,19 @@ class KernelHang(GdnFailure):
 
 
 class StaleCompile(GdnFailure):
-    """A call gave another result after other calls than alone: a compiled kernel was reused for a call its
-    cache key does not tell apart (a dtype, a shape, a pool capacity or a stride left out of the key)."""
+    """A call failed after other calls (a mismatch, a rejection, a corruption) and passes alone, with empty compile
+    caches: a compiled kernel was reused for a call its cache key does not tell apart (a dtype, a shape, a pool
+    capacity or a stride left out of the key), or other library state outlived the call (fuzz.run.serving)."""
 
 
 class OutputAliased(GdnFailure):
-    """A returned output is memory that a later call overwrote (or that aliases an input or the pool)."""
+    """A returned output (output=None) shares memory with an input, the state pool, the intermediate buffer or an
+    earlier call's output, or an earlier call's output changed during a later call (fuzz.run.serving)."""
 
 
 class StateLeak(GdnFailure):
-    """A call changed pool slots or buffers that belong to no request of that call (state carried from an
-    earlier call, or written for a request of another call)."""
+    """A call changed pool slots that no request of it reads or writes (in its view or past it) and passes alone,
+    or before a call the pool no longer held what the calls before it left there (fuzz.run.serving)."""
 
 
 FAILURE_KINDS = (OutputMismatch, StateMismatch, IntermediateMismatch, PoolCorruption, GuardBreach,
@@ -90,13 +99,15 @@ FAILURE_KINDS = (OutputMismatch, StateMismatch, IntermediateMismatch, PoolCorrup
                  StaleCompile, OutputAliased, StateLeak)
 KINDS = {k.__name__: k for k in FAILURE_KINDS}
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
 _KEYED: dict[tuple[type, str], type] = {}
 
 
 def normalized(text: str, limit: int = 160) -> str:
     """A cause signature: the first line with every number replaced by N, at most `limit` characters."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
+    text = _ANSI.sub("", text).strip()
+    line = text.splitlines()[0] if text else ""
     return _NUMBER.sub("N", line)[:limit]
 
 

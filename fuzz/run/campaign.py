@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -24,7 +26,10 @@ from pathlib import Path
 
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import installation
+from fuzz.run.report import load as load_report
+from fuzz.targets import triage
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # reports written before failures dropped the DSL's colour codes
 ADAPTER_ERROR = re.compile(r"TypeError: .*(unexpected keyword argument|missing \w+ required|positional argument)")
 
 
@@ -41,7 +46,7 @@ class Job:
 
 def run_job(job: Job, args, watch: Watch | None = None) -> dict:
     report, live = job.out / f"{job.name}.json", job.out / f"{job.name}-failures.jsonl"
-    for stale in (report, live):  # an earlier campaign's, in the same --out: the live log is appended to
+    for stale in (report, live, *job.out.glob(f"{report.name}.gw*")):  # an earlier campaign's, in the same --out
         stale.unlink(missing_ok=True)
     cmd = ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", job.family,
            f"--gdn-masks={args.masks}", f"--gdn-test-seconds={args.test_seconds:g}",
@@ -54,12 +59,11 @@ def run_job(job: Job, args, watch: Watch | None = None) -> dict:
     try:
         proc.wait(timeout=args.timeout)
         killed = False
-    except Exception:  # noqa: BLE001 - TimeoutExpired: cut off (while shrinking, usually)
-        proc.kill()
+    except subprocess.TimeoutExpired:  # cut off (while shrinking, usually): its xdist and isolated workers too
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         killed = True
-    data = json.loads(report.read_text()) if report.exists() else {"targets": {}, "failures": [], "errors": [],
-                                                                    "tests": {}, "environment": {}}
+    data = load_report(report) or {"targets": {}, "failures": [], "errors": [], "tests": {}, "environment": {}}
     failures = [dict(f, minimal=f["minimal"]) for f in data["failures"] if f["target"].startswith(job.family)]
     if killed:
         failures += unfinished(live, {(f["target"], f["kind"]) for f in failures})
@@ -99,8 +103,8 @@ def markdown(results: list[dict], args) -> str:
                   f"pytest exit {r['exit']}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')})", ""]
         minutes = r["seconds"] / 60
         lines += [f"{r['distinct']} distinct cases ({r['examples']} checks) in {r['seconds']} s: "
-                  f"**{r['distinct'] / minutes:.0f} distinct cases per minute**; {r['buckets']} compile buckets covered "
-                  f"({10 * r['buckets'] / minutes:.0f} per 10 minutes)", ""]
+                  f"**{r['distinct'] / minutes:.0f} distinct cases per minute**; {r['buckets']} compile buckets "
+                  f"covered ({10 * r['buckets'] / minutes:.0f} per 10 minutes)", ""]
         for name, t in sorted(r["targets"].items()):
             if t["unavailable"]:
                 lines.append(f"- {name}: UNAVAILABLE: {t['unavailable']}")
@@ -111,18 +115,31 @@ def markdown(results: list[dict], args) -> str:
         lines += ["", "| # | kind | target / op | minimal coordinate | first hit | hits | note |",
                   "|---|---|---|---|---|---|---|"]
         for i, f in enumerate(r["failures"], 1):
-            note = "ADAPTER ERROR (ours)" if ADAPTER_ERROR.search(f["detail"]) else \
-                ("" if f["minimal"] else "not minimal (shrink cut off)")
             op = f["case"].split("-", 1)[0]
             hit = "-" if f["first_hit_seconds"] is None else f"{f['first_hit_seconds']:.1f} s"
             lines.append(f"| {i} | {f['kind']} | {f['target']} {op} | `{f['case']}` | {hit} | {f['hits'] or '-'} | "
-                         f"{note} {f['detail'].splitlines()[0][:160]} |")
+                         f"{_note(f, r['targets'].get(f['target'], {}).get('version'))} |")
         if not r["failures"]:
             lines.append("| - | none | | | | | |")
         lines += [f"- error (not a finding): {e['test']}: {e['message'][:300]}" for e in r["errors"]
                   if not any(e["test"] == f["test"] for f in r["failures"])]
         lines.append("")
     return "\n".join(lines)
+
+
+def _note(f: dict, version: str | None) -> str:
+    """The triage column: an adapter error (ours), else the known bugs that explain the finding or NEW; then whether
+    the shrink finished, and the library's first line."""
+    from fuzz.case import Case
+    from fuzz.targets.registry import TARGETS
+
+    first = " ".join(_ANSI.sub("", f["detail"]).split())[:160]  # the DSL's error text starts on its second line
+    if ADAPTER_ERROR.search(f["detail"]):
+        return f"ADAPTER ERROR (ours) {first}"
+    path = next(t.path for t in TARGETS if t.name == f["target"])
+    cause = f["key"].split(" | ", 2)[-1] if f.get("key") else f["detail"]
+    shrunk = "" if f["minimal"] else "; not minimal (shrink cut off)"
+    return f"{triage.verdict(f['kind'], _ANSI.sub('', cause), Case.parse(f['case']), path, version)}{shrunk}: {first}"
 
 
 # ---- progress: what each pytest run is doing, read from the files it writes ---------------------------------------
@@ -376,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     from fuzz.cli.main import Parser
 
     p = Parser(prog="gdn-fuzz campaign", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("families", nargs="+", help="target-name prefixes (flashinfer-, fla-, sglang-)")
+    p.add_argument("families", nargs="*", help="target-name prefixes (flashinfer-, fla-, sglang-)")
     p.add_argument("--installation", action="append", default=[], metavar="[LABEL=]PYTHON_OR_DIR",
                    help="run on this installation (several: each release at once); default: this interpreter")
     p.add_argument("--profile", default="h200", choices=PROFILES)
@@ -386,8 +403,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--masks", default="none", choices=("none", "release", "all"))
     p.add_argument("--timeout", type=float, default=None, help="seconds before a run is killed")
     p.add_argument("--out", type=Path, default=Path("campaign"))
+    p.add_argument("--render", type=Path, metavar="SUMMARY_JSON",
+                   help="run nothing: print the tables of an earlier campaign's summary.json, triaged anew against "
+                        "today's known-bug records (give its --profile, --test-seconds, --workers, --masks for the "
+                        "title)")
     p.add_argument("--pytest", nargs=argparse.REMAINDER, default=[], help="more pytest arguments for every run")
     args = p.parse_args(argv)
+    if args.render:
+        try:
+            runs = json.loads(args.render.read_text())
+            if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+                raise ValueError("expected a list of runs")
+            print(markdown(runs, args))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            p.error(f"--render {args.render}: not a campaign summary.json ({type(e).__name__}: {e})")
+        return 0
+    if not args.families:
+        p.error("give one or more target families (flashinfer-, fla-, sglang-)")
     try:
         wheres = [installation.parse(s) for s in args.installation] or [installation.Installation("installed", "")]
         _check(args, wheres)
@@ -404,4 +436,15 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(results, args)
     (args.out / "summary.md").write_text(text)
     print(text)
-    return 0
+    return exit_code(results)
+
+
+def exit_code(results: list[dict]) -> int:
+    """0: every run ran and found nothing; 1: findings; 3: a run that ran nothing, broke or was cut off without a
+    report (one line each on stderr): a campaign is never green for what it did not do."""
+    broken = [r for r in results if r["exit"] not in (0, 1) or not r["examples"]]
+    for r in broken:
+        print(f"gdn-fuzz campaign: {r['installation']} {r['family']}: pytest exit {r['exit']}"
+              f"{' (killed)' if r['killed'] else ''}, {r['examples']} checks: see {r['installation']}-"
+              f"{r['family'].rstrip('-')}.log", file=sys.stderr)
+    return 3 if broken else 1 if any(r["failures"] for r in results) else 0

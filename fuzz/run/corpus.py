@@ -4,7 +4,8 @@ Schema 1:
     {"schema": 1, "case": "<Case coordinate>", "target": "<target name>", "library": "<family>",
      "versions": "<PEP 440 specifier the expectation holds for, '' for all>",
      "expect": "pass" | "<failure class>", "issue": "<upstream reference>" | null,
-     "description": "<one line>", "environment": {...} (optional: where it was found)}
+     "description": "<one line>", "environment": {...} (optional: where it was found),
+     "bug": "<fuzz.targets.known_bugs id>" (optional: the record it replays; its versions lie inside the record's)}
 
 A finding never overwrites another: `save` picks a file name no entry has yet. The corpus ships inside the package
 (the wheel maps corpus/ to fuzz.corpus_data), so an installed gdn-fuzz replays it too.
@@ -54,6 +55,7 @@ class Entry:
     issue: str | None
     description: str
     environment: dict | None = None
+    bug: str | None = None
 
     @property
     def id(self) -> str:
@@ -102,8 +104,13 @@ def load(path: Path) -> Entry:
         raise CorpusError(f"{path}: field 'target' is {target!r}, no known target")
     if family[target] != library:
         raise CorpusError(f"{path}: field 'library' is {library!r}, but target {target} is a {family[target]} target")
+    bug = field("bug", str, optional=True)
+    from fuzz.targets.known_bugs import BY_ID
+
+    if bug is not None and bug not in BY_ID:
+        raise CorpusError(f"{path}: field 'bug' is {bug!r}, no record in fuzz/targets/known_bugs.py")
     return Entry(path, case, target, library, versions, expect, field("issue", str, optional=True),
-                 field("description"), field("environment", dict, optional=True))
+                 field("description"), field("environment", dict, optional=True), bug)
 
 
 def load_all(directory: Path | None = None) -> list[Entry]:

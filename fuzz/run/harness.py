@@ -11,7 +11,7 @@ import torch
 
 from fuzz.case import Case
 from fuzz.generate.materialize import materialize
-from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidInput, normalized
+from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidInput
 from fuzz.judge.oracle import expected
 from fuzz.judge.verdict import judge
 from fuzz.run.memory import exclusive_if_heavy
@@ -102,8 +102,7 @@ def _differential(target: Target, case: Case, run: _Check) -> None:
     except AdapterError:
         raise  # our adapter built a call the release cannot take: a defect of gdn-fuzz, never a finding
     except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
-        raise RejectedValidInput(case, f"{type(e).__name__}: {e}",
-                                 cause=f"{type(e).__name__}: {normalized(str(e))}") from e
+        raise RejectedValidInput.raised(case, e) from e
     with run.phase("verdict"):
         judge(case, target.path, sem, t, got, want, run.compared)
 

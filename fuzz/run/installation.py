@@ -13,6 +13,7 @@ from pathlib import Path
 import fuzz
 
 SUITES = Path(fuzz.__file__).resolve().parent  # fuzz/: the fuzz tests and their conftest, checkout or installed
+COMPILE_CACHES = ("FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_DIR")
 
 
 @dataclass
@@ -42,7 +43,14 @@ class Installation:
         """Start `pytest fuzz/ ARGS` on this installation, its output into `log`."""
         with open(log, "w") as out:
             return subprocess.Popen([self.python, "-m", "pytest", str(SUITES), *args], cwd=SUITES.parent, stdout=out,
-                                    stderr=subprocess.STDOUT, env={**os.environ, **self.env})
+                                    stderr=subprocess.STDOUT, env={**os.environ, **self.env, **self.caches()},
+                                    start_new_session=True)  # its own process group: a kill reaches its workers
+
+    def caches(self) -> dict:
+        """Compile caches of this installation's own, beside the ones set: kernels another release compiled must
+        never serve this one (an on-disk CuTe DSL or Triton cache is keyed by the kernel's arguments, not the
+        library release)."""
+        return {var: os.path.join(os.environ[var], f"gdn-{self.label}") for var in COMPILE_CACHES if var in os.environ}
 
 
 def parse(spec: str) -> Installation:

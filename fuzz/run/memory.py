@@ -42,11 +42,11 @@ FILLER_BYTES_PER_ELEMENT = 48
 
 
 def peak_bytes(case: Case) -> int:
-    """An upper estimate of the device memory one check of `case` holds at its peak (fuzz.run.harness): the case's
-    guarded buffers throughout, the oracle's two sparse results (float64 and the precision model) from the oracle
-    on, and on top of them the largest transient of one stage: the oracle's working set, the warm-up call's own
-    buffers, the verdict's float64 comparison, or the filler blocks that fill and check the pool. The library's
-    own workspace is not counted (the GPU kernels work in place)."""
+    """An estimate of the device memory one check of `case` holds at its peak (fuzz.run.harness): the case's guarded
+    buffers throughout, the oracle's two sparse results (float64 and the precision model) from the oracle on, and on
+    top of them the largest transient of one stage: the oracle's working set, the warm-up call's own buffers, the
+    verdict's float64 comparison, or the filler blocks that fill and check the pool. The library's own workspace is
+    not counted (the GPU kernels work in place); tests/test_scaleout.py holds it to a check measured on the CPU."""
     transient = max(_oracle_working(case), _comparison(case), _filler_blocks(case),
                     _buffers(case.replace(pool=case.pool + case.warm_pool, warm_pool=0)) if case.warm_pool else 0)
     return _buffers(case) + 2 * _oracle_result(case) + transient

@@ -268,10 +268,12 @@ def pytest_runtest_logreport(report):
 
 def pytest_runtest_teardown(item):
     """--gdn-report is rewritten after every test, so a run killed later still leaves what its finished tests
-    found (not on xdist workers: the controller writes the merged report)."""
+    found. An xdist worker writes its own part beside it (REPORT.gwN), which the controller's merged report replaces
+    at the end and fuzz.run.report.load merges when a killed run left no merged report."""
     path = item.config.getoption("gdn_report")
-    if path and ACTIVE is not None and not hasattr(item.config, "workerinput"):
-        _complete(ACTIVE).write(path)
+    if path and ACTIVE is not None:
+        worker = getattr(item.config, "workerinput", {}).get("workerid")
+        _complete(ACTIVE).write(f"{path}.{worker}" if worker else path)
 
 
 def _complete(session: FuzzSession) -> RunReport:
@@ -303,6 +305,8 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if path := config.getoption("gdn_report"):
         report.write(path)
+        for part in Path(path).parent.glob(f"{Path(path).name}.gw*"):  # the workers' parts, merged above
+            part.unlink()
     fuzz_tests += worker_fuzz_tests  # under xdist the controller collects nothing itself
     if exitstatus == 0 and not config.option.collectonly and (fuzz_tests or report.tests) and not report.examples:
         ACTIVE.nothing_ran = True

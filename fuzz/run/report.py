@@ -166,3 +166,18 @@ class RunReport:
         for t, p in other.phases.items():
             self.phases[t].update(p)
         self.isolation.update(other.isolation)
+
+
+def load(path: str | Path) -> dict | None:
+    """A run's report JSON: the merged one, or, from a run killed before it merged (pytest-xdist), its workers'
+    parts merged here; None when there is neither."""
+    path = Path(path)
+    if path.exists():
+        return json.loads(path.read_text())
+    parts = sorted(path.parent.glob(f"{path.name}.gw*"))
+    if not parts:
+        return None
+    merged = RunReport.from_json(json.loads(parts[0].read_text()))
+    for part in parts[1:]:
+        merged.merge(RunReport.from_json(json.loads(part.read_text())))
+    return merged.to_json()

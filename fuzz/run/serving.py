@@ -9,7 +9,7 @@ judged exactly as one case alone is (fuzz.judge.verdict.judge), on state carried
 
 Checks per call (ServingRun.execute), in order; the first that fails is the call's failure:
   1. the pool holds what the record says (else StateLeak: state changed between calls);
-  2. the call, with output=None when the Case says so (a rejection: RejectedValidInput);
+  2. the call, with output=None where the Case says so (a rejection: RejectedValidInput);
   3. a returned output (output=None) shares memory with an input, the pool, the intermediate buffer or an output of an
      earlier call, or an earlier call's output changed (OutputAliased);
   4. the allocation's guards and gaps (GuardBreach); a slot that no request of the call names (nor slot 0 where the
@@ -22,10 +22,13 @@ are empty directories. Failing alone too, it is the plain kind (and the sequence
 a changed slot outside the call's requests is a StateLeak and anything else a StaleCompile. Failures 1 and 3 are
 cross-call by definition.
 
-Compile caches and any other library state are reset for every example where they can be (an override module is
-reloaded), so a sequence fails or passes by its own calls and Hypothesis shrinks it to the shortest that fails. The
-installed library cannot be reset in-process: its caches outlive an example, and a call that fails because of an
-earlier *example* is reported as a StaleCompile with no earlier call in its sequence.
+Compile caches and any other library state are reset before every sequence where they can be (an override module is
+reloaded: it must survive importlib.reload, as the CPU stand-ins and mutants do), so a sequence fails or passes by
+its own calls; Hypothesis shrinks it, and `shortest` deletes the calls it does not need. The installed library cannot
+be reset in a running process: its caches outlive a sequence, and a call that fails because of an earlier sequence is
+reported as a StaleCompile with no earlier call in its own.
+
+fuzz.run.serving_rounds runs the state machine as a test (rounds, time box, run report).
 """
 from __future__ import annotations
 
@@ -34,32 +37,29 @@ import importlib
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import hypothesis
-import pytest
 import torch
-from hypothesis import seed, settings
 from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
-from hypothesis.stateful import run_state_machine_as_test
 
 from fuzz.case import DTYPE_NAMES
-from fuzz.generate.materialize import GUARD_SLOTS, Guarded, Tensors, bits, materialize, without_output
-from fuzz.generate.profiles import Budget
-from fuzz.generate.serving import STEPS, Step, serving_machine
+from fuzz.generate.materialize import GUARD_SLOTS, Guarded, Tensors, bits, materialize
+from fuzz.generate.serving import Step
 from fuzz.judge.failures import (GdnFailure, GuardBreach, OutputAliased, OutputMismatch, PoolCorruption,
                                  RejectedValidInput, StaleCompile, StateLeak, normalized)
 from fuzz.judge.oracle import expected
 from fuzz.judge.verdict import judge
 from fuzz.run.harness import _Check, _notes, dispatch_bucket, failure_bucket
-from fuzz.run.report import FailureRecord, RunReport
-from fuzz.run.result import CheckResult, Failure, failures_in
-from fuzz.run.session import TestRun, _seed_of, active_session
-from fuzz.run.worker import Worker, current_overrides
+from fuzz.run.result import CheckResult, Failure
+from fuzz.run.worker import DEFAULT_TIMEOUT, Worker, current_overrides
 from fuzz.targets.base import Target
 
-OP = "serving"  # the operation name of serving tests in the run report
+if TYPE_CHECKING:
+    from fuzz.run.serving_rounds import ServingTest
+
 CROSS_CALL = ("carried", "aliased")  # stages whose failures need earlier calls by definition
 
 
@@ -243,10 +243,9 @@ class ServingRun:
     def _call(self, case, t: Tensors, run: _Check):
         try:
             with run.phase("kernel"):
-                return self.target.call(case, t if case.output_given else without_output(t))
+                return self.target.call(case, t)  # Case.output_given False: the adapter passes output=None
         except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
-            raise RejectedValidInput(case, f"{type(e).__name__}: {e}",
-                                     cause=f"{type(e).__name__}: {normalized(str(e))}") from e
+            raise RejectedValidInput.raised(case, e) from e
 
     def _check_aliasing(self, case, t: Tensors, got) -> None:
         n = len(self.steps)
@@ -356,149 +355,13 @@ class Alone:
 
     def _in_fresh_process(self, step: Step) -> bool:
         with tempfile.TemporaryDirectory(prefix="gdn-alone-") as tmp:
-            worker = Worker(current_overrides(), self.device, *(() if self.timeout is None else (self.timeout,)))
+            worker = Worker(current_overrides(), self.device, self.timeout or DEFAULT_TIMEOUT)
             worker.env.update(FLASHINFER_WORKSPACE_BASE=os.path.join(tmp, "flashinfer"),
                               TRITON_CACHE_DIR=os.path.join(tmp, "triton"))
             try:
                 return worker.check(self.target, step.case).failure is None
             finally:
                 worker.close()
-
-
-# ---- one serving test ----------------------------------------------------------------------------------------
-FIRST_ROUND = 4  # sequences in a time-boxed test's first round, before its cost per sequence is known
-
-
-@dataclass
-class ServingTest(TestRun):
-    """A serving test's accounts, as a fuzz test's (fuzz.run.session.TestRun: time box, rounds, hits, reported keys),
-    counting sequences as its examples, plus the calls checked and the run report the calls go to."""
-
-    report: RunReport | None = None
-    calls: int = 0  # calls checked in generation
-    last: dict = field(default_factory=dict)  # key -> (Failure, steps, fails alone) of its last raise this round
-
-    @classmethod
-    def start(cls, nodeid: str, target: Target, report: RunReport | None = None, box: float | None = None,
-              shrink_seconds: float = 120.0) -> ServingTest:
-        now = time.monotonic()
-        return cls(nodeid, target, OP, now, None if box is None else now + box, shrink_seconds=shrink_seconds,
-                   report=report)
-
-    def may_check_now(self) -> bool:
-        """Inside the box, or shrinking a failure of this round for shrink_seconds more; a final replay always."""
-        return _is_final() or self.may_check(time.monotonic())
-
-    @property
-    def stage(self) -> str:
-        return "final" if _is_final() else "shrink" if self.round_failed_at is not None else "generate"
-
-    def example(self) -> None:
-        if self.stage == "generate":
-            self.drawn += 1
-
-    def recorded(self, result: CheckResult, seconds: float, first: bool) -> None:
-        stage = self.stage
-        if stage == "generate":
-            self.calls += 1
-            self.checked += first
-            self.seconds_checking += seconds
-        if self.report is not None:
-            self.report.record(self.nodeid, OP, result, seconds, stage)
-
-    def hit(self, failure: Failure, steps: tuple, reproduced: bool | None) -> bool:
-        """A step failed with `failure` after `steps` (`reproduced`: whether the call fails alone; None: not run
-        alone). Whether it fails the Hypothesis run: not when an earlier round reported its key."""
-        key = failure.key
-        self.first_hits.setdefault(key, (time.monotonic() - self.started, self.checked))
-        self.hits[key] = self.hits.get(key, 0) + 1
-        if key in self.reported:
-            return False
-        self.round_failed_at = self.round_failed_at or time.monotonic()
-        self.last[key] = (failure, steps, reproduced)
-        return True
-
-
-@dataclass(frozen=True)
-class SequenceFailure:
-    """A distinct failure of a serving test: its record (for the run report) and its shortest sequence of calls."""
-
-    record: FailureRecord
-    steps: tuple[Step, ...]
-
-
-def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: ServingTest, examples: int,
-                steps: int = STEPS, base: settings | None = None, seed_: int | None = None, shrink: bool = True,
-                timeout: float | None = None) -> list[SequenceFailure]:
-    """Run the serving machine on `target` for `examples` sequences of up to `steps` calls, in rounds as a fuzz test
-    runs (fuzz.run.session: each round one Hypothesis run, sized to the time box, raising only failure keys no earlier
-    round reported); settings from `base` (default the active profile's). Returns each distinct failure with its
-    shortest sequence. shrink=False: neither Hypothesis' shrinking nor the deletion of unneeded calls (`shortest`),
-    as --gdn-no-shrink."""
-    alone = Alone(target, device, timeout)
-    machine = serving_machine(target, budget, bugs, lambda: ServingRun(target, device, test, alone=alone))
-    machine._hypothesis_internal_add_digest = test.nodeid.encode()  # one database key per test, as @given tests get
-    base = base or settings.default
-    found: list[SequenceFailure] = []
-    while examples - test.drawn > 0 and (test.deadline is None or time.monotonic() < test.deadline):
-        drawn = test.drawn
-        found += _round(machine, test, base, _round_size(test, examples - test.drawn), steps, seed_, shrink, alone,
-                        device)
-        if test.drawn == drawn:  # nothing new to draw
-            break
-    if test.deadline is not None and time.monotonic() >= test.deadline and test.drawn < examples:
-        test.boxed = True
-    if test.report is not None:
-        test.report.tests[test.nodeid] = {
-            "target": target.name, "op": OP, "rounds": test.rounds, "checked": test.checked, "calls": test.calls,
-            "seconds": round(time.monotonic() - test.started, 2),
-            "box": None if test.deadline is None else round(test.deadline - test.started, 3), "boxed": test.boxed,
-            "failures": list(test.reported)}
-    return found
-
-
-def _round_size(test: ServingTest, left: int) -> int:
-    if test.deadline is None:
-        return left
-    per = test.seconds_per_example
-    if per is None:
-        return min(left, FIRST_ROUND)
-    return max(1, min(left, int((test.deadline - time.monotonic()) / max(per, 1e-3))))
-
-
-def _round(machine, test: ServingTest, base: settings, examples: int, steps: int, seed_: int | None, shrink: bool,
-           alone: Alone, device: str) -> list[SequenceFailure]:
-    """One Hypothesis run of the machine; its new distinct failures, each with its calls deleted where it can."""
-    # explicit and reuse in the first round only, as in fuzz tests; no explain phase: it replays variations of a
-    # shrunk sequence without a stall limit and says nothing a list of calls does not
-    replayed = (hypothesis.Phase.explicit, hypothesis.Phase.reuse)
-    phases = [p for p in base.phases if (test.rounds == 0 or p not in replayed) and p is not hypothesis.Phase.explain
-              and (shrink or p is not hypothesis.Phase.shrink)]
-    if seed_ is not None:
-        machine = seed(seed_ + test.rounds)(machine)
-    test.rounds += 1
-    test.round_failed_at, test.last = None, {}
-    raised = []
-    try:
-        run_state_machine_as_test(machine, settings=settings(base, max_examples=examples, stateful_step_count=steps,
-                                                             phases=phases))
-    except Exception as error:  # noqa: BLE001 - findings are sorted out here, anything else is re-raised
-        raised = failures_in(error)
-        if not raised:
-            raise
-    found, end = [], time.monotonic() + test.shrink_seconds  # deleting calls: shrink_seconds more at most
-    # Each failure's last raise is its smallest: the shrinker only tries smaller ones, then replays the smallest.
-    minimal = hypothesis.Phase.shrink in phases and test.may_check(time.monotonic())  # shrinking ran to its end
-    for key in dict.fromkeys(f.key for f in raised):
-        failure, sequence, reproduced = shortest(test.target, device, test.last[key], alone,
-                                                 lambda: time.monotonic() < end) if shrink else test.last[key]
-        seconds, before = test.first_hits[key]
-        record = test.reported[key] = FailureRecord(test.nodeid, test.target.name, failure, seconds, before,
-                                                    test.hits[key], minimal=minimal, reproduced_on_rerun=reproduced)
-        if test.report is not None:
-            test.report.add_failure(record)
-        found.append(SequenceFailure(record, sequence))
-    return found
 
 
 def _build_context():
@@ -508,38 +371,9 @@ def _build_context():
         return None
 
 
-def _is_final() -> bool:
+def final_replay() -> bool:
+    """Is Hypothesis replaying a shrunk failure for the last time (its report)?"""
     return bool((context := _build_context()) and context.is_final)
 
 
-# ---- the pytest test -------------------------------------------------------------------------------------------
-def serving_test():
-    """The pytest test of fuzz/test_serving.py: `target` is parametrized over the registry by fuzz.run.plugin
-    (the gdn_serving attribute). Its budget is the fuzz tests' in calls: --gdn-examples (or the profile's
-    max_examples) calls, in sequences of up to STEPS; --gdn-test-seconds boxes it as it boxes them."""
-
-    def test_serving(target: Target, request) -> None:
-        session = active_session()
-        reason = session.reason_unavailable(target)
-        if reason:  # reached only for a --gdn-require'd family
-            pytest.fail(f"{target.name} is required but unavailable: {reason}", pytrace=False)
-        options, nodeid = session.options, request.node.nodeid
-        test = ServingTest.start(nodeid, target, session.report, options.test_seconds, options.shrink_seconds)
-        calls = options.examples or settings.default.max_examples
-        found = run_serving(target, session.budget, session.bugs(target), target.device(session.budget.device), test,
-                            examples=max(1, calls // STEPS), shrink=options.shrink, timeout=options.timeout,
-                            seed_=options.seed if options.seed is not None else _seed_of(nodeid, session.profile))
-        if found:
-            lines = [f"{len(found)} distinct failure(s) of {target.name} in serving sequences (shrunk):"]
-            for f in found:
-                failure = f.record.failure
-                lines.append(f"  {failure.kind}: {failure.message.splitlines()[0][:600]}")
-                lines += [f"    {line}" for note in failure.notes for line in note.splitlines()[:12]]
-            pytest.fail("\n".join(lines), pytrace=False)
-
-    test_serving.gdn_serving = True
-    return test_serving
-
-
-__all__ = ["Alone", "SequenceFailure", "ServingRun", "ServingTest", "fresh_library", "replay",
-           "run_serving", "sequence_note", "serving_test", "shortest"]
+__all__ = ["Alone", "ServingRun", "final_replay", "fresh_library", "replay", "sequence_note", "shortest"]

@@ -89,6 +89,18 @@ class TestRun:
         return self.seconds_checking / self.checked if self.checked else None
 
 
+
+def round_size(test, left: int, first: int) -> int:
+    """Examples for a test's next round: what fits in the time left at its cost so far (`first` before that is
+    known), at least one, at most `left`. `test` has `deadline` (monotonic, or None: no time box) and
+    `seconds_per_example`."""
+    if test.deadline is None:
+        return left
+    per = test.seconds_per_example
+    if per is None:
+        return min(left, first)
+    return max(1, min(left, int((test.deadline - time.monotonic()) / max(per, 1e-3))))
+
 class FuzzSession:
     def __init__(self, profile: str, budget: Budget, options: Options = Options()):
         self.profile, self.budget, self.options = profile, budget, options
@@ -197,7 +209,7 @@ class FuzzSession:
         try:
             while budget - test.drawn > 0 and (test.deadline is None or time.monotonic() < test.deadline):
                 drawn = test.drawn
-                self._round(test, test_fn, self._round_size(test, budget - test.drawn), base_seed)
+                self._round(test, test_fn, round_size(test, budget - test.drawn, FIRST_ROUND), base_seed)
                 if test.drawn == drawn:  # a round that drew nothing new (its search space is exhausted)
                     break
         finally:
@@ -209,14 +221,6 @@ class FuzzSession:
             "seconds": round(time.monotonic() - test.started, 2), "box": box, "boxed": test.boxed,
             "failures": list(test.reported)}
         return list(test.reported.values())
-
-    def _round_size(self, test: TestRun, left: int) -> int:
-        if test.deadline is None:
-            return left
-        per = test.seconds_per_example
-        if per is None:
-            return min(left, FIRST_ROUND)
-        return max(1, min(left, int((test.deadline - time.monotonic()) / max(per, 1e-3))))
 
     def _round(self, test: TestRun, test_fn, examples: int, base_seed: int) -> None:
         first = test.rounds == 0

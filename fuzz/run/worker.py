@@ -131,6 +131,13 @@ class Worker:
                 case, f"{name} killed the worker process ({status})", cause=f"worker died ({normalized(status)})"),
                 f"its last stderr lines:\n{self._tail()}")
         kind, payload, probe = reply
+        if kind == "error" and poisoned(payload):  # a CUDA error of the kernel, surfaced outside the call
+            self.stats.crashes += 1
+            self.stop(graceful=False)
+            return _crashed(target, case, bucket, KernelCrash(
+                case, f"{name}: the CUDA context was poisoned during the check (raised outside the library call: the "
+                      "kernel's error surfaced at a later CUDA call); worker discarded",
+                cause="CUDA context poisoned (surfaced outside the call)"), f"the worker's traceback:\n{payload}")
         if kind == "error":
             raise WorkerError(f"{case!r}: the harness raised in the worker: {payload}")
         result: CheckResult = payload

@@ -15,7 +15,7 @@ from types import ModuleType
 import torch
 
 from fuzz.case import Case
-from fuzz.generate.materialize import Tensors
+from fuzz.generate.materialize import GATES, Tensors
 from fuzz.targets.known_bugs import KnownBug, known_bugs
 from fuzz.targets.semantics import Semantics, semantics_for
 
@@ -41,6 +41,7 @@ class Support:
     heads: tuple | None = None  # allowed (H, HV) pairs; None: H in (1, 2), HV = H times one of gva_ratios
     gva_ratios: tuple = (1, 2, 4)
     invalid_gva: bool = True  # now and then HV = H + 1, which the target must reject
+    single_head_min_B: int = 1  # the smallest batch drawn with H = 1
     max_T: int | None = None
     verify_min_T: int = 1  # smallest verify T (the API takes a buffer / disable_state_update only above it)
     pool: bool = True  # slot-addressed pool with padding; False: identity slots only
@@ -57,6 +58,7 @@ class Support:
     no_update: bool = False
     l2norm_off: bool = True
     output_optional: bool = False  # output= may be None (the library allocates the buffer it returns)
+    gate_regimes: tuple = GATES  # fuzz.generate.materialize gate regimes drawn
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
 
     def narrowed(self, **limits) -> Support:

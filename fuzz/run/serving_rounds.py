@@ -1,0 +1,193 @@
+"""Serving sequences as a test: the state machine (fuzz.generate.serving) over one target, its calls run and judged by
+fuzz.run.serving, in rounds as a fuzz test runs (fuzz.run.session), into the run report.
+
+Its budget is the fuzz tests' in calls: --gdn-examples (else the profile's max_examples) calls, in sequences of up to
+STEPS. Each round is one Hypothesis run with its own seed, sized to the time left; it stops generating at its first
+failure and shrinks it, and the next round draws on, raising only failure keys no earlier round reported.
+
+The time box (--gdn-test-seconds) stops generation: no round starts after it, a round is sized to end by it, and past
+it no call is checked (its steps are drawn, not run), except to shrink a failure of the round for --gdn-shrink-seconds
+and to replay shrunk failures; deleting a failure's unneeded calls gets --gdn-shrink-seconds more at most. A round
+never ends a sequence early: Hypothesis requires the same choices to draw the same way, checked or not.
+
+Sequences run in pytest's process (the pool lives across calls), so under --gdn-isolate the test is skipped, with the
+command that runs it on its own, rather than let a crashing kernel end the whole run.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import hypothesis
+import pytest
+from hypothesis import seed, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from fuzz.generate.profiles import Budget
+from fuzz.generate.serving import STEPS, Step, serving_machine
+from fuzz.run.report import FailureRecord, RunReport
+from fuzz.run.result import CheckResult, Failure, failures_in
+from fuzz.run.serving import Alone, ServingRun, final_replay, shortest
+from fuzz.run.session import TestRun, _seed_of, active_session, round_size
+from fuzz.targets.base import Target
+
+OP = "serving"  # the operation name of serving tests in the run report
+FIRST_ROUND = 4  # sequences in a time-boxed test's first round, before its cost per sequence is known
+
+
+@dataclass
+class ServingTest(TestRun):
+    """A serving test's accounts, as a fuzz test's (fuzz.run.session.TestRun: time box, rounds, hits, reported keys),
+    counting sequences as its examples, plus the calls checked and the run report the calls go to."""
+
+    report: RunReport | None = None
+    calls: int = 0  # calls checked in generation
+    last: dict = field(default_factory=dict)  # key -> (Failure, steps, fails alone) of its last raise this round
+
+    @classmethod
+    def start(cls, nodeid: str, target: Target, report: RunReport | None = None, box: float | None = None,
+              shrink_seconds: float = 120.0) -> ServingTest:
+        now = time.monotonic()
+        return cls(nodeid, target, OP, now, None if box is None else now + box, shrink_seconds=shrink_seconds,
+                   report=report)
+
+    def may_check_now(self) -> bool:
+        """Inside the box, or shrinking a failure of this round for shrink_seconds more; a final replay always."""
+        return final_replay() or self.may_check(time.monotonic())
+
+    @property
+    def stage(self) -> str:
+        return "final" if final_replay() else "shrink" if self.round_failed_at is not None else "generate"
+
+    def example(self) -> None:
+        if self.stage == "generate":
+            self.drawn += 1
+
+    def recorded(self, result: CheckResult, seconds: float, first: bool) -> None:
+        stage = self.stage
+        if stage == "generate":
+            self.calls += 1
+            self.checked += first
+            self.seconds_checking += seconds
+        if self.report is not None:
+            self.report.record(self.nodeid, OP, result, seconds, stage)
+
+    def hit(self, failure: Failure, steps: tuple, reproduced: bool | None) -> bool:
+        """A step failed with `failure` after `steps` (`reproduced`: whether the call fails alone; None: not run
+        alone). Whether it fails the Hypothesis run: not when an earlier round reported its key."""
+        key = failure.key
+        self.first_hits.setdefault(key, (time.monotonic() - self.started, self.checked))
+        self.hits[key] = self.hits.get(key, 0) + 1
+        if key in self.reported:
+            return False
+        self.round_failed_at = self.round_failed_at or time.monotonic()
+        self.last[key] = (failure, steps, reproduced)
+        return True
+
+
+@dataclass(frozen=True)
+class SequenceFailure:
+    """A distinct failure of a serving test: its record (for the run report) and its shortest sequence of calls."""
+
+    record: FailureRecord
+    steps: tuple[Step, ...]
+
+
+def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: ServingTest, examples: int,
+                steps: int = STEPS, base: settings | None = None, seed_: int | None = None, shrink: bool = True,
+                timeout: float | None = None) -> list[SequenceFailure]:
+    """Run the serving machine on `target` for `examples` sequences of up to `steps` calls, in rounds as a fuzz test
+    runs (fuzz.run.session: each round one Hypothesis run, sized to the time box, raising only failure keys no earlier
+    round reported); settings from `base` (default the active profile's). Returns each distinct failure with its
+    shortest sequence. shrink=False: neither Hypothesis' shrinking nor the deletion of unneeded calls (`shortest`),
+    as --gdn-no-shrink."""
+    alone = Alone(target, device, timeout)
+    machine = serving_machine(target, budget, bugs, lambda: ServingRun(target, device, test, alone=alone))
+    machine._hypothesis_internal_add_digest = test.nodeid.encode()  # one database key per test, as @given tests get
+    base = base or settings.default
+    found: list[SequenceFailure] = []
+    while examples - test.drawn > 0 and (test.deadline is None or time.monotonic() < test.deadline):
+        drawn = test.drawn
+        size = round_size(test, examples - test.drawn, FIRST_ROUND)
+        found += _round(machine, test, base, size, steps, seed_, shrink, alone, device)
+        if test.drawn == drawn:  # nothing new to draw
+            break
+    if test.deadline is not None and time.monotonic() >= test.deadline and test.drawn < examples:
+        test.boxed = True
+    if test.report is not None:
+        test.report.tests[test.nodeid] = {
+            "target": target.name, "op": OP, "rounds": test.rounds, "checked": test.checked, "calls": test.calls,
+            "seconds": round(time.monotonic() - test.started, 2),
+            "box": None if test.deadline is None else round(test.deadline - test.started, 3), "boxed": test.boxed,
+            "failures": list(test.reported)}
+    return found
+
+
+def _round(machine, test: ServingTest, base: settings, examples: int, steps: int, seed_: int | None, shrink: bool,
+           alone: Alone, device: str) -> list[SequenceFailure]:
+    """One Hypothesis run of the machine; its new distinct failures, each with its calls deleted where it can."""
+    # explicit and reuse in the first round only, as in fuzz tests; no explain phase: it replays variations of a
+    # shrunk sequence without a stall limit and says nothing a list of calls does not
+    replayed = (hypothesis.Phase.explicit, hypothesis.Phase.reuse)
+    phases = [p for p in base.phases if (test.rounds == 0 or p not in replayed) and p is not hypothesis.Phase.explain
+              and (shrink or p is not hypothesis.Phase.shrink)]
+    if seed_ is not None:
+        machine = seed(seed_ + test.rounds)(machine)
+    test.rounds += 1
+    test.round_failed_at, test.last = None, {}
+    raised = []
+    try:
+        run_state_machine_as_test(machine, settings=settings(base, max_examples=examples, stateful_step_count=steps,
+                                                             phases=phases))
+    except Exception as error:  # noqa: BLE001 - findings are sorted out here, anything else is re-raised
+        raised = failures_in(error)
+        if not raised:
+            raise
+    found, end = [], time.monotonic() + test.shrink_seconds  # deleting calls: shrink_seconds more at most
+    # Each failure's last raise is its smallest: the shrinker only tries smaller ones, then replays the smallest.
+    minimal = hypothesis.Phase.shrink in phases and test.may_check(time.monotonic())  # shrinking ran to its end
+    for key in dict.fromkeys(f.key for f in raised):
+        failure, sequence, reproduced = shortest(test.target, device, test.last[key], alone,
+                                                 lambda: time.monotonic() < end) if shrink else test.last[key]
+        seconds, before = test.first_hits[key]
+        record = test.reported[key] = FailureRecord(test.nodeid, test.target.name, failure, seconds, before,
+                                                    test.hits[key], minimal=minimal, reproduced_on_rerun=reproduced)
+        if test.report is not None:
+            test.report.add_failure(record)
+        found.append(SequenceFailure(record, sequence))
+    return found
+
+
+# ---- the pytest test -------------------------------------------------------------------------------------------
+def serving_test():
+    """The pytest test of fuzz/test_serving.py; fuzz.run.plugin parametrizes `target` over the registry (the
+    gdn_serving attribute). Seeded from the test id, as fuzz tests are, unless --hypothesis-seed is given."""
+
+    def test_serving(target: Target, request) -> None:
+        session = active_session()
+        reason = session.reason_unavailable(target)
+        if reason:  # reached only for a --gdn-require'd family
+            pytest.fail(f"{target.name} is required but unavailable: {reason}", pytrace=False)
+        options, nodeid = session.options, request.node.nodeid
+        if options.isolate:  # a sequence keeps its pool in this process: a crashing kernel would end the whole run
+            pytest.skip("serving sequences run in pytest's process, never in an isolated worker; run them in a "
+                        f"pytest of their own without --gdn-isolate: pytest fuzz/test_serving.py "
+                        f"--hypothesis-profile={session.profile}")
+        test = ServingTest.start(nodeid, target, session.report, options.test_seconds, options.shrink_seconds)
+        calls = options.examples or settings.default.max_examples
+        found = run_serving(target, session.budget, session.bugs(target), target.device(session.budget.device), test,
+                            examples=max(1, calls // STEPS), shrink=options.shrink, timeout=options.timeout,
+                            seed_=options.seed if options.seed is not None else _seed_of(nodeid, session.profile))
+        if found:
+            lines = [f"{len(found)} distinct failure(s) of {target.name} in serving sequences (kind x bucket x cause):"]
+            for f in found:
+                failure, cut = f.record.failure, "" if f.record.minimal else " (not minimal: shrinking was cut off)"
+                lines.append(f"  {failure.kind}{cut}: {failure.message.splitlines()[0][:600]}")
+                lines += [f"    {line}" for note in failure.notes for line in note.splitlines()[:12]]
+            pytest.fail("\n".join(lines), pytrace=False)
+
+    test_serving.gdn_serving = True
+    return test_serving
+
+
+__all__ = ["OP", "SequenceFailure", "ServingTest", "run_serving", "serving_test"]

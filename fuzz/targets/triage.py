@@ -1,0 +1,43 @@
+"""Which known bug explains a finding: a record explains it when it holds for the release, the finding shows as the
+record says (`KnownBug.shows`, over "Kind: cause"), and the record's mask would have kept the case from being drawn.
+A finding no record explains is new: it needs a root cause and a record (fuzz.targets.known_bugs)."""
+from __future__ import annotations
+
+import re
+
+from fuzz.case import Case
+from fuzz.targets.known_bugs import KNOWN_BUGS, KnownBug
+
+# Support field (as a mask narrows it) -> whether the case uses a choice the narrowed value leaves out
+_OUTSIDE = {
+    "input_dtypes": lambda c, v: c.input_dtype not in v,
+    "index_dtypes": lambda c, v: c.index_dtype not in v,
+    "state_dtypes": lambda c, v: c.state_dtype not in v,
+    "gate_regimes": lambda c, v: c.gate not in v,
+    "gva_ratios": lambda c, v: c.valid and c.HV // c.H not in v,
+    "invalid_gva": lambda c, v: not v and not c.valid,
+    "single_head_min_B": lambda c, v: c.H == 1 and c.B < v,
+    "verify_min_T": lambda c, v: c.op == "verify" and c.T < v,
+    "buffer_with_update": lambda c, v: not v and bool(c.inter_rows) and c.update,
+    "sliced_intermediate": lambda c, v: not v and c.inter_spare_steps > 0,
+    "spare_steps": lambda c, v: not v and c.inter_steps > c.T,
+    "strided_pool": lambda c, v: not v and c.pool_gap > 0,
+}
+
+
+def masks(bug: KnownBug, case: Case) -> bool:
+    """Whether the bug's mask keeps `case` from being drawn (a record without a mask masks nothing)."""
+    return case.op in bug.masked_ops or any(_OUTSIDE[name](case, limit) for name, limit in bug.mask.items())
+
+
+def explaining(kind: str, cause: str, case: Case, path: str, version: str | None) -> tuple[KnownBug, ...]:
+    """The known bugs that explain a failure of `kind` with `cause` on `case`, at semantics path and release."""
+    shown = f"{kind}: {cause}"
+    return tuple(b for b in KNOWN_BUGS
+                 if b.holds(path, version) and re.search(b.shows, shown) and (masks(b, case) or not b.mask))
+
+
+def verdict(kind: str, cause: str, case: Case, path: str, version: str | None) -> str:
+    """One line for a results table: the records that explain the finding, or NEW."""
+    bugs = explaining(kind, cause, case, path, version)
+    return ", ".join(f"known: {b.id}" for b in bugs) if bugs else "NEW (no known-bug record explains it)"

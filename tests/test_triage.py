@@ -1,0 +1,86 @@
+"""Triage agrees with the strategies: what a known bug's mask keeps from being drawn is exactly what triage calls
+masked, and findings of the H200 campaign (2026-12-02) are explained by the records written for them."""
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
+
+from fuzz.case import Case
+from fuzz.generate.profiles import BUDGETS
+from fuzz.generate.strategies import cases
+from fuzz.targets import triage
+from fuzz.targets.base import Support
+from fuzz.targets.known_bugs import BY_ID, KNOWN_BUGS
+from fuzz.targets.registry import TARGETS, set_overrides
+
+BY_PATH = {t.path: t for t in TARGETS}
+MASKED = [b for b in KNOWN_BUGS if b.mask and any(p in BY_PATH for p in b.paths)]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def cpu_flashinfer():
+    set_overrides({"flashinfer": "fuzz.standins.flashinfer_cpu"})
+    yield
+    set_overrides({})
+
+
+def test_every_mask_field_is_a_support_field_triage_can_read():
+    fields = {f.name for f in dataclasses.fields(Support)}
+    for bug in KNOWN_BUGS:
+        assert set(bug.mask) <= fields, (bug.id, set(bug.mask) - fields)
+        assert set(bug.mask) <= set(triage._OUTSIDE), (bug.id, set(bug.mask) - set(triage._OUTSIDE))
+        assert bug.shows, f"{bug.id}: no 'shows' pattern, so triage can never attribute a finding to it"
+
+
+@settings(max_examples=300, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_a_case_drawn_under_a_mask_is_never_called_masked(data):
+    bug = data.draw(st.sampled_from(MASKED), label="bug")
+    target = BY_PATH[data.draw(st.sampled_from([p for p in bug.paths if p in BY_PATH]), label="path")]
+    op = data.draw(st.sampled_from(sorted(target.support.ops - set(bug.masked_ops))), label="op")
+    case = data.draw(cases(target, op, BUDGETS["ci"], bugs=(bug,)), label="case")
+    assert not triage.masks(bug, case), (bug.id, case)
+
+
+def test_the_size1_mask_keeps_lone_single_head_requests_out_and_nothing_else():
+    target = BY_PATH["flashinfer.mtp.fp32"]
+    search = settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate],
+                      suppress_health_check=list(HealthCheck))
+    lone = find(cases(target, "decode", BUDGETS["ci"]), lambda c: c.B == 1 and c.H == 1, settings=search)
+    assert triage.masks(BY_ID["size1-layout"], lone)
+    bugs = (BY_ID["size1-layout"],)
+    with pytest.raises(Exception, match="No examples"):
+        find(cases(target, "decode", BUDGETS["ci"], bugs=bugs), lambda c: c.B == 1 and c.H == 1, settings=search)
+    find(cases(target, "decode", BUDGETS["ci"], bugs=bugs), lambda c: c.B == 1 and c.H == 2, settings=search)
+
+
+# Every distinct failure of the H200 campaign of 2026-12-02 (five releases, masks off; docs/h200-results-2026-12-02.md)
+# with the records that explained it when they were written from it.
+FINDINGS = json.loads((Path(__file__).parent / "data" / "h200-2026-12-02-findings.json").read_text())
+
+
+@pytest.mark.parametrize("finding", FINDINGS, ids=[f"{f['release']}-{f['target']}-{f['kind']}-{i}"
+                                                   for i, f in enumerate(FINDINGS)])
+def test_every_campaign_finding_is_explained_by_its_records(finding):
+    """A record edited so that it no longer explains what it was written from (a narrower range, a mask that no longer
+    covers the case, a pattern that misses the cause) fails here, naming the finding."""
+    path = {t.name: t.path for t in TARGETS}[finding["target"]]
+    bugs = triage.explaining(finding["kind"], finding["cause"], Case.parse(finding["case"]), path, finding["release"])
+    assert [b.id for b in bugs] == finding["explained_by"] and bugs, finding
+
+
+def test_a_finding_no_record_masks_is_new():
+    # the same size-1 layout error on a release before mark_layout_dynamic, or with B = 2, is nothing known
+    coordinate = "decode-B1-T1-H1-HV1-K128-V128-pool1-pad0-fp32state-bf16in-i32-kv-gate_mild-seed0-slots[0]"
+    cause = "RuntimeError: Can't deduce the leading dimension"
+    path = "flashinfer.decode.kmajor"
+    assert triage.verdict("RejectedValidInput", cause, Case.parse(coordinate), path, "0.6.11").startswith("NEW")
+    two = Case.parse(coordinate.replace("B1", "B2").replace("pool1", "pool2").replace("slots[0]", "slots[0,1]"))
+    assert triage.verdict("RejectedValidInput", cause, two, path, "0.7.4").startswith("NEW")
+    # a wrong value on fp16 inputs at 0.7.4 is no bit-cast (fixed in 0.7.2) and no known bug
+    fp16 = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-fp16in-i32-vk-gate_mild-seed0-slots[1,2]"
+    assert triage.verdict("OutputMismatch", "output error above the bound", Case.parse(fp16),
+                          "flashinfer.pretranspose.fp32", "0.7.4").startswith("NEW")
