@@ -13,7 +13,7 @@ import pytest
 from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
 from fuzz.judge.failures import NonFinite, StateMismatch
-from fuzz.run import campaign
+from fuzz.run import campaign, campaign_tables
 from fuzz.run.result import Failure
 from fuzz.run.session import FuzzSession, Options, logged_failures
 
@@ -47,7 +47,7 @@ def test_an_argument_type_error_is_flagged_as_ours():
                {"kind": "RejectedValidInput", "target": "flashinfer-bf16", "case": SMALL, "first_hit_seconds": 0.5,
                 "hits": 3, "minimal": True, "test": "t", "detail": "TypeError: f() got an unexpected keyword argument "
                                                                      "'backend'"}]}
-    text = campaign.markdown([row], SimpleNamespace(profile="ci", test_seconds=5, masks="none", workers=1))
+    text = campaign_tables.markdown([row], SimpleNamespace(profile="ci", test_seconds=5, masks="none", workers=1))
     assert "ADAPTER ERROR (ours)" in text and SMALL in text
 
 
@@ -66,8 +66,10 @@ def test_a_run_killed_after_its_first_test_leaves_that_tests_report(tmp_path):
 def test_a_campaign_on_a_mutant_tables_its_distinct_failures(tmp_path, capsys):
     out = tmp_path / "campaign"
     code = campaign.main(["flashinfer-pretranspose", "--profile", "ci", "--test-seconds", "8", "--out", str(out),
-                          "--pytest", "--gdn-target", "flashinfer=tests.mutants:padded_output_not_zeroed"])
+                          "--db-per-run", "--pytest", "--gdn-target",
+                          "flashinfer=tests.mutants:padded_output_not_zeroed"])
     assert code == 1  # findings
+    assert any((out / "installed-flashinfer-pretranspose-db").rglob("*")), "the run's own example database is empty"
     [result] = json.loads((out / "summary.json").read_text())
     kinds = {f["kind"] for f in result["failures"]}
     assert kinds == {"UnwrittenOutput"}, result["failures"]

@@ -240,6 +240,19 @@ def test_xdist_workers_make_one_summary_and_one_report(tmp_path):
     assert sorted(e["test"] for e in report["errors"]) == sorted(tests)  # one error per failed test, not per process
 
 
+def test_a_worker_whose_report_is_lost_is_merged_from_its_last_part(tmp_path):
+    report_path = tmp_path / "run.json"
+    proc = run(["-m", "pytest", "fuzz/test_decode.py", "-n", "2", "-v", "--hypothesis-profile=ci", "--gdn-examples=3",
+                "--gdn-no-shrink", "-k", XDIST_TARGETS, f"--gdn-report={report_path}", "-p", "tests.lose_worker_report",
+                "--gdn-target", "flashinfer=fuzz.standins.flashinfer_cpu"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ran_on = {test: worker for worker, test in re.findall(r"\[(gw\d)\] \[\s*\d+%\] \w+ (\S+)", proc.stdout)}
+    report = json.loads(report_path.read_text())
+    assert set(report["tests"]) == set(ran_on) and "gw1" in ran_on.values()
+    assert Counter(ran_on[r["test"]] for r in report["records"]).keys() == {"gw0", "gw1"}
+    assert not list(tmp_path.glob("run.json.gw*"))  # the parts are gone once merged
+
+
 # ---- HypoFuzz -----------------------------------------------------------------------------------------------------
 def test_hypofuzz_campaign_finds_the_planted_bug_and_pytest_replays_it(tmp_path):
     pytest.importorskip("hypofuzz", reason="HypoFuzz is not installed (pip install 'gdn-fuzz[hypofuzz]')")

@@ -26,11 +26,9 @@ from pathlib import Path
 
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import installation
+from fuzz.run.campaign_tables import markdown, size
 from fuzz.run.report import load as load_report
-from fuzz.targets import triage
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # reports written before failures dropped the DSL's colour codes
-ADAPTER_ERROR = re.compile(r"TypeError: .*(unexpected keyword argument|missing \w+ required|positional argument)")
 
 
 @dataclass
@@ -51,7 +49,8 @@ def run_job(job: Job, args, watch: Watch | None = None) -> dict:
     cmd = ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", job.family,
            f"--gdn-masks={args.masks}", f"--gdn-test-seconds={args.test_seconds:g}",
            f"--gdn-shrink-seconds={args.shrink_seconds:g}", f"--gdn-report={report}", f"--gdn-live-log={live}",
-           *([f"-n{args.workers}"] if args.workers > 1 else []), *args.pytest]
+           *([f"-n{args.workers}"] if args.workers > 1 else []),
+           *([f"--gdn-db={job.out / (job.name + '-db')}"] if args.db_per_run else []), *args.pytest]
     began = time.monotonic()
     proc = job.where.pytest(cmd, job.out / f"{job.name}.log")
     if watch is not None:
@@ -84,62 +83,10 @@ def unfinished(live: Path, reported: set) -> list[dict]:
     for line in live.read_text().splitlines() if live.exists() else []:
         d = json.loads(line)
         key, case = (d["target"], d["kind"]), Case.parse(d["case"])
-        if key not in reported and (key not in smallest or _size(case) < _size(smallest[key][0])):
+        if key not in reported and (key not in smallest or size(case) < size(smallest[key][0])):
             smallest[key] = (case, d)
     return [{"target": t, "kind": k, "case": repr(c), "detail": d["detail"], "key": d["key"], "minimal": False,
              "first_hit_seconds": None, "hits": None, "test": None} for (t, k), (c, d) in sorted(smallest.items())]
-
-
-def _size(case) -> tuple:
-    return case.B, case.T, case.pool, len(repr(case))
-
-
-def markdown(results: list[dict], args) -> str:
-    lines = [f"# gdn-fuzz campaign: profile {args.profile}, {args.test_seconds:g} s per fuzz test, masks "
-             f"{args.masks}, {args.workers} worker(s) per run", ""]
-    for r in results:
-        env = r["environment"]
-        lines += [f"## {r['installation']}: {r['family']} ({r['seconds']} s{', KILLED' if r['killed'] else ''}, "
-                  f"pytest exit {r['exit']}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')})", ""]
-        minutes = r["seconds"] / 60
-        lines += [f"{r['distinct']} distinct cases ({r['examples']} checks) in {r['seconds']} s: "
-                  f"**{r['distinct'] / minutes:.0f} distinct cases per minute**; {r['buckets']} compile buckets "
-                  f"covered ({10 * r['buckets'] / minutes:.0f} per 10 minutes)", ""]
-        for name, t in sorted(r["targets"].items()):
-            if t["unavailable"]:
-                lines.append(f"- {name}: UNAVAILABLE: {t['unavailable']}")
-            else:
-                runs = ", ".join(f"{op} {n} ({t['distinct'].get(op, n)} distinct)" for op, n in t["examples"].items())
-                lines.append(f"- {name} {t['version'] or ''}: {runs or 'no examples'}"
-                             + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.get("ops_off", {}).items()))
-        lines += ["", "| # | kind | target / op | minimal coordinate | first hit | hits | note |",
-                  "|---|---|---|---|---|---|---|"]
-        for i, f in enumerate(r["failures"], 1):
-            op = f["case"].split("-", 1)[0]
-            hit = "-" if f["first_hit_seconds"] is None else f"{f['first_hit_seconds']:.1f} s"
-            lines.append(f"| {i} | {f['kind']} | {f['target']} {op} | `{f['case']}` | {hit} | {f['hits'] or '-'} | "
-                         f"{_note(f, r['targets'].get(f['target'], {}).get('version'))} |")
-        if not r["failures"]:
-            lines.append("| - | none | | | | | |")
-        lines += [f"- error (not a finding): {e['test']}: {e['message'][:300]}" for e in r["errors"]
-                  if not any(e["test"] == f["test"] for f in r["failures"])]
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _note(f: dict, version: str | None) -> str:
-    """The triage column: an adapter error (ours), else the known bugs that explain the finding or NEW; then whether
-    the shrink finished, and the library's first line."""
-    from fuzz.case import Case
-    from fuzz.targets.registry import TARGETS
-
-    first = " ".join(_ANSI.sub("", f["detail"]).split())[:160]  # the DSL's error text starts on its second line
-    if ADAPTER_ERROR.search(f["detail"]):
-        return f"ADAPTER ERROR (ours) {first}"
-    path = next(t.path for t in TARGETS if t.name == f["target"])
-    cause = f["key"].split(" | ", 2)[-1] if f.get("key") else f["detail"]
-    shrunk = "" if f["minimal"] else "; not minimal (shrink cut off)"
-    return f"{triage.verdict(f['kind'], _ANSI.sub('', cause), Case.parse(f['case']), path, version)}{shrunk}: {first}"
 
 
 # ---- progress: what each pytest run is doing, read from the files it writes ---------------------------------------
@@ -402,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, help="pytest-xdist workers per run (-n)")
     p.add_argument("--masks", default="none", choices=("none", "release", "all"))
     p.add_argument("--timeout", type=float, default=None, help="seconds before a run is killed")
+    p.add_argument("--db-per-run", action="store_true",
+                   help="an example database per run (OUT/NAME-db) instead of the profile's shared one: no run replays "
+                        "what another found, so times to first hit are each run's own")
     p.add_argument("--out", type=Path, default=Path("campaign"))
     p.add_argument("--render", type=Path, metavar="SUMMARY_JSON",
                    help="run nothing: print the tables of an earlier campaign's summary.json, triaged anew against "

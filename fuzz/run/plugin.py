@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fuzz.generate.profiles import PROFILES, budget_for, database, register_profiles
-from fuzz.run.report import RunReport
+from fuzz.run.report import RunReport, merge_parts, parts
 from fuzz.run.session import FuzzSession, Options
 from fuzz.run.worker import DEFAULT_TIMEOUT
 from fuzz.targets.known_bugs import MASK_POLICIES
@@ -26,6 +26,7 @@ register_profiles()
 ACTIVE: FuzzSession | None = None  # this process's session (fuzz.run.session.active_session)
 NOTHING_RAN = 5  # pytest's "no tests collected" status: fuzz tests were selected, none checked an example
 worker_fuzz_tests = 0  # xdist controller: fuzz tests its workers collected (each worker's sessionfinish says)
+merged_workers: set[str] = set()  # xdist controller: the workers whose final report pytest_testnodedown merged
 
 
 def pytest_addoption(parser):
@@ -304,8 +305,10 @@ def pytest_sessionfinish(session, exitstatus):
         config.workeroutput["gdn_fuzz_tests"] = fuzz_tests
         return
     if path := config.getoption("gdn_report"):
+        # a worker that died or sent nothing back: its last per-test part stands in for its final report
+        merge_parts(report, path, skip=merged_workers, errors=False)
         report.write(path)
-        for part in Path(path).parent.glob(f"{Path(path).name}.gw*"):  # the workers' parts, merged above
+        for part in parts(path).values():
             part.unlink()
     fuzz_tests += worker_fuzz_tests  # under xdist the controller collects nothing itself
     if exitstatus == 0 and not config.option.collectonly and (fuzz_tests or report.tests) and not report.examples:
@@ -323,6 +326,7 @@ def pytest_testnodedown(node, error):
         worker = RunReport.from_json(json.loads(data))
         worker.errors = []  # the controller's pytest_runtest_logreport saw the same failed reports (and crashes)
         ACTIVE.report.merge(worker)
+        merged_workers.add(node.gateway.id)
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -168,16 +168,32 @@ class RunReport:
         self.isolation.update(other.isolation)
 
 
+def parts(path: str | Path) -> dict[str, Path]:
+    """The per-worker parts an xdist run writes beside its report (REPORT.gwN), by worker id."""
+    path = Path(path)
+    return {p.suffix.removeprefix("."): p for p in sorted(path.parent.glob(f"{path.name}.gw*"))}
+
+
+def merge_parts(report: RunReport, path: str | Path, skip: set[str] = frozenset(), errors: bool = True) -> None:
+    """Merge into `report` the parts of the workers not in `skip` (errors=False: without their failed-test errors,
+    which a controller has already seen)."""
+    for worker, part in parts(path).items():
+        if worker not in skip:
+            data = RunReport.from_json(json.loads(part.read_text()))
+            if not errors:
+                data.errors = []
+            report.merge(data)
+
+
 def load(path: str | Path) -> dict | None:
     """A run's report JSON: the merged one, or, from a run killed before it merged (pytest-xdist), its workers'
     parts merged here; None when there is neither."""
     path = Path(path)
     if path.exists():
         return json.loads(path.read_text())
-    parts = sorted(path.parent.glob(f"{path.name}.gw*"))
-    if not parts:
+    found = parts(path)
+    if not found:
         return None
-    merged = RunReport.from_json(json.loads(parts[0].read_text()))
-    for part in parts[1:]:
-        merged.merge(RunReport.from_json(json.loads(part.read_text())))
-    return merged.to_json()
+    first = RunReport.from_json(json.loads(next(iter(found.values())).read_text()))
+    merge_parts(first, path, skip={next(iter(found))})
+    return first.to_json()

@@ -157,4 +157,7 @@ def semantics_for(path: str, version: str | None) -> Semantics:
     for row in TABLE:
         if row.path == path and (version is None or held(row.versions)):
             return row.semantics
-    raise LookupError(f"no semantics row for {path} at version {version}: add one to fuzz/targets/semantics.py")
+    modelled = [row.versions for row in TABLE if row.path == path]
+    raise LookupError(f"its contract is modelled for releases {' | '.join(modelled) or '(none)'} only, not for "
+                      f"{version} (no semantics row for {path}; research the release and add one to "
+                      "fuzz/targets/semantics.py)")

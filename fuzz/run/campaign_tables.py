@@ -1,0 +1,94 @@
+"""The campaign's tables: per installation, every distinct failure (kind, target and operation, minimal coordinate,
+time to first hit, hits) with its triage against the known-bug records (fuzz.targets.triage: the records that
+explain it, or NEW; an argument TypeError is ADAPTER ERROR, a defect of gdn-fuzz), then the same failures rolled up
+per known bug."""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from fuzz.case import Case
+from fuzz.targets import triage
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # reports written before failures dropped the DSL's colour codes
+ADAPTER_ERROR = re.compile(r"TypeError: .*(unexpected keyword argument|missing \w+ required|positional argument)")
+
+
+def size(case: Case) -> tuple:
+    """Smaller first: the order in which a shrunk case is the better reproduction."""
+    return case.B, case.T, case.pool, len(repr(case))
+
+
+def markdown(results: list[dict], args) -> str:
+    lines = [f"# gdn-fuzz campaign: profile {args.profile}, {args.test_seconds:g} s per fuzz test, masks "
+             f"{args.masks}, {args.workers} worker(s) per run", ""]
+    for r in results:
+        env = r["environment"]
+        lines += [f"## {r['installation']}: {r['family']} ({r['seconds']} s{', KILLED' if r['killed'] else ''}, "
+                  f"pytest exit {r['exit']}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')})", ""]
+        minutes = r["seconds"] / 60
+        lines += [f"{r['distinct']} distinct cases ({r['examples']} checks) in {r['seconds']} s: "
+                  f"**{r['distinct'] / minutes:.0f} distinct cases per minute**; {r['buckets']} compile buckets "
+                  f"covered ({10 * r['buckets'] / minutes:.0f} per 10 minutes)", ""]
+        for name, t in sorted(r["targets"].items()):
+            if t["unavailable"]:
+                lines.append(f"- {name}: UNAVAILABLE: {t['unavailable']}")
+            else:
+                runs = ", ".join(f"{op} {n} ({t['distinct'].get(op, n)} distinct)" for op, n in t["examples"].items())
+                lines.append(f"- {name} {t['version'] or ''}: {runs or 'no examples'}"
+                             + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.get("ops_off", {}).items()))
+        lines += ["", "| # | kind | target / op | minimal coordinate | first hit | hits | note |",
+                  "|---|---|---|---|---|---|---|"]
+        for i, f in enumerate(r["failures"], 1):
+            op = f["case"].split("-", 1)[0]
+            hit = "-" if f["first_hit_seconds"] is None else f"{f['first_hit_seconds']:.1f} s"
+            lines.append(f"| {i} | {f['kind']} | {f['target']} {op} | `{f['case']}` | {hit} | {f['hits'] or '-'} | "
+                         f"{_note(f, r['targets'].get(f['target'], {}).get('version'))} |")
+        if not r["failures"]:
+            lines.append("| - | none | | | | | |")
+        lines += [f"- error (not a finding): {e['test']}: {e['message'][:300]}" for e in r["errors"]
+                  if not any(e["test"] == f["test"] for f in r["failures"])]
+        lines += ["", *by_bug(r), ""]
+    return "\n".join(lines)
+
+
+def _note(f: dict, version: str | None) -> str:
+    """The triage column: an adapter error (ours), else the known bugs that explain the finding or NEW; then whether
+    the shrink finished, and the library's first line."""
+    first = " ".join(_ANSI.sub("", f["detail"]).split())[:160]  # the DSL's error text starts on its second line
+    if ADAPTER_ERROR.search(f["detail"]):
+        return f"ADAPTER ERROR (ours) {first}"
+    bugs = _explaining(f, version)
+    known = ", ".join(f"known: {b.id}" for b in bugs) if bugs else "NEW (no known-bug record explains it)"
+    return f"{known}{'' if f['minimal'] else '; not minimal (shrink cut off)'}: {first}"
+
+
+def _explaining(f: dict, version: str | None) -> tuple:
+    from fuzz.targets.registry import TARGETS
+
+    path = next(t.path for t in TARGETS if t.name == f["target"])
+    cause = _ANSI.sub("", f["key"].split(" | ", 2)[-1] if f.get("key") else f["detail"])
+    return triage.explaining(f["kind"], cause, Case.parse(f["case"]), path, version)
+
+
+def by_bug(r: dict) -> list[str]:
+    """One run's failures rolled up per known bug (NEW: those no record explains; ADAPTER ERROR apart), in order of
+    first hit: how many distinct failures, their kinds and targets, the earliest hit and the smallest case."""
+    groups = defaultdict(list)
+    for f in r["failures"]:
+        adapter = ADAPTER_ERROR.search(f["detail"])
+        bugs = () if adapter else _explaining(f, r["targets"].get(f["target"], {}).get("version"))
+        groups["ADAPTER ERROR (ours)" if adapter else " + ".join(b.id for b in bugs) or "NEW"].append(f)
+    if not groups:
+        return []
+    first = lambda fs: min((f["first_hit_seconds"] for f in fs if f["first_hit_seconds"] is not None),  # noqa: E731
+                           default=None)
+    lines = ["| known bug | distinct failures | kinds | targets | first hit | smallest case |",
+             "|---|---|---|---|---|---|"]
+    for name, fs in sorted(groups.items(), key=lambda kv: (first(kv[1]) is None, first(kv[1]) or 0)):
+        small = min(fs, key=lambda f: size(Case.parse(f["case"])))["case"]
+        hit = first(fs)
+        lines.append(f"| {name} | {len(fs)} | {', '.join(sorted({f['kind'] for f in fs}))} | "
+                     f"{', '.join(sorted({f['target'] for f in fs}))} | {'-' if hit is None else f'{hit:.1f} s'} | "
+                     f"`{small if len(small) <= 130 else small[:127] + '...'}` |")
+    return lines
