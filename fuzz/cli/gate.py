@@ -368,6 +368,13 @@ def main(argv: list[str] | None = None) -> int:
                  for name in SIDES]
     except ValueError as e:
         gate.error(str(e))
+    from fuzz.generate.profiles import PROFILES
+    from fuzz.targets.registry import FAMILIES
+
+    if args.profile not in PROFILES:
+        gate.error(f"--profile {args.profile}: not a gdn-fuzz profile; expected one of {', '.join(PROFILES)}")
+    if unknown := [f for f in args.families.split(",") if f and f not in FAMILIES]:
+        gate.error(f"--families: {', '.join(unknown)} is no target family; expected some of {', '.join(FAMILIES)}")
     plan = Plan(args.profile, tuple(f for f in args.families.split(",") if f), args.k, args.examples,
                 tuple(args.pytest_args))
     args.out.mkdir(parents=True, exist_ok=True)
