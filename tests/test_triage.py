@@ -77,10 +77,11 @@ def test_a_finding_no_record_masks_is_new():
     coordinate = "decode-B1-T1-H1-HV1-K128-V128-pool1-pad0-fp32state-bf16in-i32-kv-gate_mild-seed0-slots[0]"
     cause = "RuntimeError: Can't deduce the leading dimension"
     path = "flashinfer.decode.kmajor"
-    assert triage.verdict("RejectedValidInput", cause, Case.parse(coordinate), path, "0.6.11").startswith("NEW")
+    assert not triage.explaining("RejectedValidInput", cause, Case.parse(coordinate), path, "0.6.11")
     two = Case.parse(coordinate.replace("B1", "B2").replace("pool1", "pool2").replace("slots[0]", "slots[0,1]"))
-    assert triage.verdict("RejectedValidInput", cause, two, path, "0.7.4").startswith("NEW")
+    assert not triage.explaining("RejectedValidInput", cause, two, path, "0.7.4")
     # a wrong value on fp16 inputs at 0.7.4 is no bit-cast (fixed in 0.7.2) and no known bug
     fp16 = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-fp16in-i32-vk-gate_mild-seed0-slots[1,2]"
-    assert triage.verdict("OutputMismatch", "output error above the bound", Case.parse(fp16),
-                          "flashinfer.pretranspose.fp32", "0.7.4").startswith("NEW")
+    bugs = triage.explaining("OutputMismatch", "output error above the bound", Case.parse(fp16),
+                             "flashinfer.pretranspose.fp32", "0.7.4")
+    assert triage.verdict(bugs).startswith("NEW") and triage.verdict((BY_ID["size1-layout"],)) == "known: size1-layout"

@@ -58,8 +58,7 @@ def _note(f: dict, version: str | None) -> str:
     first = " ".join(_ANSI.sub("", f["detail"]).split())[:160]  # the DSL's error text starts on its second line
     if ADAPTER_ERROR.search(f["detail"]):
         return f"ADAPTER ERROR (ours) {first}"
-    bugs = _explaining(f, version)
-    known = ", ".join(f"known: {b.id}" for b in bugs) if bugs else "NEW (no known-bug record explains it)"
+    known = triage.verdict(_explaining(f, version))
     return f"{known}{'' if f['minimal'] else '; not minimal (shrink cut off)'}: {first}"
 
 

@@ -37,7 +37,6 @@ def explaining(kind: str, cause: str, case: Case, path: str, version: str | None
                  if b.holds(path, version) and re.search(b.shows, shown) and (masks(b, case) or not b.mask))
 
 
-def verdict(kind: str, cause: str, case: Case, path: str, version: str | None) -> str:
-    """One line for a results table: the records that explain the finding, or NEW."""
-    bugs = explaining(kind, cause, case, path, version)
+def verdict(bugs: tuple[KnownBug, ...]) -> str:
+    """One line for a results table: the records that explain a finding (`explaining`), or NEW."""
     return ", ".join(f"known: {b.id}" for b in bugs) if bugs else "NEW (no known-bug record explains it)"
