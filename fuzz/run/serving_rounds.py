@@ -10,8 +10,9 @@ it no call is checked (its steps are drawn, not run), except to shrink a failure
 and to replay shrunk failures; deleting a failure's unneeded calls gets --gdn-shrink-seconds more at most. A round
 never ends a sequence early: Hypothesis requires the same choices to draw the same way, checked or not.
 
-Sequences run in pytest's process (the pool lives across calls), so under --gdn-isolate the test is skipped, with the
-command that runs it on its own, rather than let a crashing kernel end the whole run.
+Sequences run in pytest's process (the pool lives across calls), also under --gdn-isolate: a kernel that kills the
+process ends the run there, visibly, and the run report (rewritten after every test) keeps what the finished tests
+found. A failing call of the installed library is still re-run alone in a fresh worker process (fuzz.run.serving.Alone).
 """
 from __future__ import annotations
 
@@ -169,10 +170,6 @@ def serving_test():
         if reason:  # reached only for a --gdn-require'd family
             pytest.fail(f"{target.name} is required but unavailable: {reason}", pytrace=False)
         options, nodeid = session.options, request.node.nodeid
-        if options.isolate:  # a sequence keeps its pool in this process: a crashing kernel would end the whole run
-            pytest.skip("serving sequences run in pytest's process, never in an isolated worker; run them in a "
-                        f"pytest of their own without --gdn-isolate: pytest fuzz/test_serving.py "
-                        f"--hypothesis-profile={session.profile}")
         test = ServingTest.start(nodeid, target, session.report, options.test_seconds, options.shrink_seconds)
         calls = options.examples or settings.default.max_examples
         found = run_serving(target, session.budget, session.bugs(target), target.device(session.budget.device), test,
