@@ -119,18 +119,25 @@ def common(draw, B):
                 use_l2norm=draw(st.booleans()), scale=draw(st.sampled_from((None, 0.7))), split=draw(st.booleans()))
 
 
+def pool_side(draw, gen, c: dict, n: int, s: Shape) -> tuple:
+    """What verify and prefill calls draw alike for n requests: the pool dtype of the precision model, the state shape
+    of the layout, the read slots, and the keywords (written slots too, for a split pool)."""
+    precision, pool_dtype = MODELS[c["model"]]
+    state = (s.HV, s.V, s.K) if c["layout"] == "vk" else (s.HV, s.K, s.V)
+    read_slots = slot_map(draw, gen, n, c["P"], c["pad"])
+    kw = dict(scale=c["scale"], use_l2norm=c["use_l2norm"], layout=c["layout"], pad=c["pad"], precision=precision)
+    if c["split"]:
+        kw["write_slots"] = slot_map(draw, gen, n, c["P"], c["pad"])
+    return pool_dtype, state, read_slots, kw
+
+
 @st.composite
 def verify_calls(draw, max_T=5):
     s: Shape = draw(shapes(min_T=1, max_T=max_T, max_B=4))
     c = draw(common(s.B))
     gen = generator(draw(seeds))
     B, T, H, HV, K, V, P, pad = s.B, s.T, s.H, s.HV, s.K, s.V, c["P"], c["pad"]
-    precision, pool_dtype = MODELS[c["model"]]
-    state = (HV, V, K) if c["layout"] == "vk" else (HV, K, V)
-    read_slots = slot_map(draw, gen, B, P, pad)
-    kw = dict(scale=c["scale"], use_l2norm=c["use_l2norm"], layout=c["layout"], pad=pad, precision=precision)
-    if c["split"]:
-        kw["write_slots"] = slot_map(draw, gen, B, P, pad)
+    pool_dtype, state, read_slots, kw = pool_side(draw, gen, c, B, s)
     kw["disable_state_update"] = draw(st.booleans())
     if not kw["disable_state_update"] and draw(st.booleans()):
         kw["token_slots"] = torch.stack([slot_map(draw, gen, T, P, pad) for _ in range(B)])
@@ -159,12 +166,7 @@ def prefill_calls(draw):
     c = draw(common(N))
     gen = generator(draw(seeds))
     H, HV, K, V, P, pad = s.H, s.HV, s.K, s.V, c["P"], c["pad"]
-    precision, pool_dtype = MODELS[c["model"]]
-    state = (HV, V, K) if c["layout"] == "vk" else (HV, K, V)
-    read_slots = slot_map(draw, gen, N, P, pad)
-    kw = dict(scale=c["scale"], use_l2norm=c["use_l2norm"], layout=c["layout"], pad=pad, precision=precision)
-    if c["split"]:
-        kw["write_slots"] = slot_map(draw, gen, N, P, pad)
+    pool_dtype, state, read_slots, kw = pool_side(draw, gen, c, N, s)
     cu = torch.tensor([0] + lengths).cumsum(0)
     if draw(st.booleans()):
         cu = cu.int()
