@@ -57,9 +57,9 @@ from dataclasses import dataclass
 
 import torch
 
-from reference.checks import expect_index, expect_shape, head_groups
+from reference.checks import expect_index, expect_shape
 from reference.contracts import EXACT, SKIP_PADDING, PadContract, Precision
-from reference.ops import Layout, PoolResult, _gates, _shape4
+from reference.ops import Layout, PoolResult, _gates, _one_token, _prefill_inputs, _verify_inputs
 from reference.recurrence import Gates, l2normalize
 
 
@@ -108,8 +108,7 @@ def batched_decode(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None,
                    layout: Layout = "vk", pad: PadContract = SKIP_PADDING, precision: Precision = EXACT,
                    output=None) -> SparseResult:
     """reference.ops.decode, batched: one token per request (T = 1), state written back to the pool."""
-    if q.dim() == 4 and q.shape[1] != 1:
-        raise ValueError(f"q: decode expects T = 1 in [B, T, H, K], got T = {q.shape[1]}")
+    _one_token(q)
     return batched_verify(q, k, v, gates, pool, read_slots, write_slots=write_slots, scale=scale,
                           use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision, output=output)
 
@@ -126,17 +125,8 @@ def batched_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None,
     token_slots [B, T]: per-token scatter, pool[token_slots[n, t]] = state after t; no final write-back then.
     output [B, T, HV, V]: what the caller's output buffer held (kept for rows the contract skips).
     """
-    B, T, H, K = _shape4("q", q, "[B, T, H, K]")
-    HV, V = _shape4("v", v, "[B, T, HV, V]")[2:]
-    expect_shape("v", v, (B, T, HV, V), "[B, T, HV, V]")
-    expect_shape("k", k, (B, T, H, K), "[B, T, H, K]")
-    head_groups(H, HV)
+    B, T, HV, V, flat = _verify_inputs(q, k, v, token_slots, disable_state_update)
     g, beta = _gates(gates, (B, T, HV), "[B, T, HV]", precision)
-    if token_slots is not None:
-        expect_index("token_slots", token_slots, (B, T), "[B, T]")
-        if disable_state_update:
-            raise ValueError("token_slots: per-token scatter writes the pool; expected disable_state_update=False")
-    flat = lambda x: x.reshape(B * T, *x.shape[2:])  # noqa: E731
     out = _serve(flat(q), flat(k), flat(v), flat(g), flat(beta), [T] * B, pool, read_slots, write_slots,
                  scale=scale, use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision,
                  write_back=not disable_state_update and token_slots is None, intermediate=intermediate,
@@ -151,19 +141,7 @@ def batched_prefill(q, k, v, gates: Gates, cu_seqlens, pool, read_slots, *, writ
     """reference.ops.prefill, batched: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs,
     starting from pool[read_slots[n]] and written back to pool[write_slots[n]] (default the same). An empty
     sequence reads, writes and stores nothing. cu_seqlens is read on the host once."""
-    if q.dim() != 3:
-        raise ValueError(f"q: expected packed shape [N_tok, H, K], got {list(q.shape)}")
-    N_tok, H, K = q.shape
-    expect_shape("k", k, (N_tok, H, K), "[N_tok, H, K]")
-    if v.dim() != 3 or v.shape[0] != N_tok:
-        raise ValueError(f"v: expected shape [N_tok, HV, V] with N_tok = {N_tok}, got {list(v.shape)}")
-    HV = v.shape[1]
-    head_groups(H, HV)
-    g, beta = _gates(gates, (N_tok, HV), "[N_tok, HV]", precision)
-    expect_index("cu_seqlens", cu_seqlens, (None,), "[N + 1]")
-    cu = cu_seqlens.tolist()
-    if len(cu) < 1 or cu[0] != 0 or cu[-1] != N_tok or any(b < a for a, b in zip(cu, cu[1:])):
-        raise ValueError(f"cu_seqlens: expected non-decreasing offsets [N + 1] from 0 to N_tok = {N_tok}, got {cu}")
+    g, beta, cu = _prefill_inputs(q, k, v, gates, cu_seqlens, precision)
     return _serve(q, k, v, g, beta, [b - a for a, b in zip(cu, cu[1:])], pool, read_slots, write_slots,
                   scale=scale, use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision, write_back=True)
 

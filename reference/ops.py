@@ -40,8 +40,7 @@ def decode(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, scale=N
            layout: Layout = "vk", pad: PadContract = SKIP_PADDING, precision: Precision = EXACT,
            output=None) -> PoolResult:
     """One token per request (T = 1), state written back to the pool. Shapes as in the module doc."""
-    if q.dim() == 4 and q.shape[1] != 1:
-        raise ValueError(f"q: decode expects T = 1 in [B, T, H, K], got T = {q.shape[1]}")
+    _one_token(q)
     return mtp_verify(q, k, v, gates, pool, read_slots, write_slots=write_slots, scale=scale,
                       use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision, output=output)
 
@@ -59,18 +58,9 @@ def mtp_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, sca
         the final write-back to write_slots is then skipped.
     output [B, T, HV, V]: what the caller's output buffer held (kept for rows the contract skips).
     """
-    B, T, H, K = _shape4("q", q, "[B, T, H, K]")
-    HV, V = _shape4("v", v, "[B, T, HV, V]")[2:]
-    expect_shape("v", v, (B, T, HV, V), "[B, T, HV, V]")
-    expect_shape("k", k, (B, T, H, K), "[B, T, H, K]")
-    head_groups(H, HV)
+    B, T, HV, V, flat = _verify_inputs(q, k, v, token_slots, disable_state_update)
     g, beta = _gates(gates, (B, T, HV), "[B, T, HV]", precision)
-    if token_slots is not None:
-        expect_index("token_slots", token_slots, (B, T), "[B, T]")
-        if disable_state_update:
-            raise ValueError("token_slots: per-token scatter writes the pool; expected disable_state_update=False")
     cu = [n * T for n in range(B + 1)]
-    flat = lambda x: x.reshape(B * T, *x.shape[2:])  # noqa: E731
     out = _serve(flat(q), flat(k), flat(v), flat(g), flat(beta), cu, pool, read_slots, write_slots,
                  scale=scale, use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision,
                  write_back=not disable_state_update and token_slots is None, intermediate=intermediate,
@@ -84,19 +74,7 @@ def prefill(q, k, v, gates: Gates, cu_seqlens, pool, read_slots, *, write_slots=
             precision: Precision = EXACT) -> PoolResult:
     """Varlen prefill: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs,
     starting from pool[read_slots[n]] and written back to pool[write_slots[n]] (default the same)."""
-    if q.dim() != 3:
-        raise ValueError(f"q: expected packed shape [N_tok, H, K], got {list(q.shape)}")
-    N_tok, H, K = q.shape
-    expect_shape("k", k, (N_tok, H, K), "[N_tok, H, K]")
-    if v.dim() != 3 or v.shape[0] != N_tok:
-        raise ValueError(f"v: expected shape [N_tok, HV, V] with N_tok = {N_tok}, got {list(v.shape)}")
-    HV = v.shape[1]
-    head_groups(H, HV)
-    g, beta = _gates(gates, (N_tok, HV), "[N_tok, HV]", precision)
-    expect_index("cu_seqlens", cu_seqlens, (None,), "[N + 1]")
-    cu = [int(c) for c in cu_seqlens]
-    if len(cu) < 1 or cu[0] != 0 or cu[-1] != N_tok or any(b < a for a, b in zip(cu, cu[1:])):
-        raise ValueError(f"cu_seqlens: expected non-decreasing offsets [N + 1] from 0 to N_tok = {N_tok}, got {cu}")
+    g, beta, cu = _prefill_inputs(q, k, v, gates, cu_seqlens, precision)
     return _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, scale=scale, use_l2norm=use_l2norm,
                   layout=layout, pad=pad, precision=precision, write_back=True)
 
@@ -191,6 +169,44 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
     if precision.output is not None:
         out = out.to(precision.output)
     return PoolResult(out, pool_out, inter_out, frozenset(written_slots), frozenset(written_rows))
+
+
+# ---- argument checks, shared with reference.batched (same checks, same messages) ----------------------------------
+def _one_token(q) -> None:
+    if q.dim() == 4 and q.shape[1] != 1:
+        raise ValueError(f"q: decode expects T = 1 in [B, T, H, K], got T = {q.shape[1]}")
+
+
+def _verify_inputs(q, k, v, token_slots, disable_state_update):
+    """B, T, HV, V of verify's inputs, checked, and `flat`: [B, T, ...] -> [B * T, ...] (token-major packing)."""
+    B, T, H, K = _shape4("q", q, "[B, T, H, K]")
+    HV, V = _shape4("v", v, "[B, T, HV, V]")[2:]
+    expect_shape("v", v, (B, T, HV, V), "[B, T, HV, V]")
+    expect_shape("k", k, (B, T, H, K), "[B, T, H, K]")
+    head_groups(H, HV)
+    if token_slots is not None:
+        expect_index("token_slots", token_slots, (B, T), "[B, T]")
+        if disable_state_update:
+            raise ValueError("token_slots: per-token scatter writes the pool; expected disable_state_update=False")
+    return B, T, HV, V, lambda x: x.reshape(B * T, *x.shape[2:])
+
+
+def _prefill_inputs(q, k, v, gates: Gates, cu_seqlens, precision: Precision):
+    """Prefill's inputs checked: its gate values g, beta and the offsets cu_seqlens as a list (read on the host)."""
+    if q.dim() != 3:
+        raise ValueError(f"q: expected packed shape [N_tok, H, K], got {list(q.shape)}")
+    N_tok, H, K = q.shape
+    expect_shape("k", k, (N_tok, H, K), "[N_tok, H, K]")
+    if v.dim() != 3 or v.shape[0] != N_tok:
+        raise ValueError(f"v: expected shape [N_tok, HV, V] with N_tok = {N_tok}, got {list(v.shape)}")
+    HV = v.shape[1]
+    head_groups(H, HV)
+    g, beta = _gates(gates, (N_tok, HV), "[N_tok, HV]", precision)
+    expect_index("cu_seqlens", cu_seqlens, (None,), "[N + 1]")
+    cu = cu_seqlens.tolist()
+    if len(cu) < 1 or cu[0] != 0 or cu[-1] != N_tok or any(b < a for a, b in zip(cu, cu[1:])):
+        raise ValueError(f"cu_seqlens: expected non-decreasing offsets [N + 1] from 0 to N_tok = {N_tok}, got {cu}")
+    return g, beta, cu
 
 
 def _shape4(name, x, what):
