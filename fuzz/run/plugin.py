@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fuzz.generate.profiles import PROFILES, budget_for, database, register_profiles
-from fuzz.run.report import RunReport, merge_parts, parts
+from fuzz.run.report import RunReport, merge_parts
 from fuzz.run.session import FuzzSession, Options
 from fuzz.run.worker import DEFAULT_TIMEOUT
 from fuzz.targets.known_bugs import MASK_POLICIES
@@ -306,9 +306,9 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if path := config.getoption("gdn_report"):
         # a worker that died or sent nothing back: its last per-test part stands in for its final report
-        merge_parts(report, path, skip=merged_workers, errors=False)
+        found = merge_parts(report, path, skip=merged_workers, errors=False)
         report.write(path)
-        for part in parts(path).values():
+        for part in found.values():
             part.unlink()
     fuzz_tests += worker_fuzz_tests  # under xdist the controller collects nothing itself
     if exitstatus == 0 and not config.option.collectonly and (fuzz_tests or report.tests) and not report.examples:

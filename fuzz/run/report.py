@@ -174,15 +174,18 @@ def parts(path: str | Path) -> dict[str, Path]:
     return {p.suffix.removeprefix("."): p for p in sorted(path.parent.glob(f"{path.name}.gw*"))}
 
 
-def merge_parts(report: RunReport, path: str | Path, skip: set[str] = frozenset(), errors: bool = True) -> None:
+def merge_parts(report: RunReport, path: str | Path, skip: set[str] = frozenset(),
+                errors: bool = True) -> dict[str, Path]:
     """Merge into `report` the parts of the workers not in `skip` (errors=False: without their failed-test errors,
-    which a controller has already seen)."""
-    for worker, part in parts(path).items():
+    which a controller has already seen); return every part found, by worker id."""
+    found = parts(path)
+    for worker, part in found.items():
         if worker not in skip:
             data = RunReport.from_json(json.loads(part.read_text()))
             if not errors:
                 data.errors = []
             report.merge(data)
+    return found
 
 
 def load(path: str | Path) -> dict | None:
