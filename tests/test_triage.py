@@ -85,3 +85,16 @@ def test_a_finding_no_record_masks_is_new():
     bugs = triage.explaining("OutputMismatch", "output error above the bound", Case.parse(fp16),
                              "flashinfer.pretranspose.fp32", "0.7.4")
     assert triage.verdict(bugs).startswith("NEW") and triage.verdict((BY_ID["size1-layout"],)) == "known: size1-layout"
+
+
+def test_a_bug_that_breaks_a_whole_operation_takes_that_operation_out():
+    """KnownBug.masked_ops (no record needs it today): its operation's tests are reported unavailable with the bug as
+    the reason, and triage calls every case of that operation masked."""
+    from fuzz.targets.known_bugs import KnownBug, masked_reason
+
+    bug = KnownBug("breaks-decode", "decode never compiles", ("flashinfer.mtp.fp32",), "0.6.5", masked_ops=("decode",))
+    assert masked_reason((bug,), "decode") == ("known bug breaks-decode (>=0.6.5): decode never compiles "
+                                              "(corpus/ replays it)")
+    assert masked_reason((bug,), "verify") is None
+    decode = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2]"
+    assert triage.masks(bug, Case.parse(decode))
