@@ -87,7 +87,7 @@ def test_a_finding_no_record_masks_is_new():
     assert triage.verdict(bugs).startswith("NEW") and triage.verdict((BY_ID["size1-layout"],)) == "known: size1-layout"
 
 
-def test_a_bug_that_breaks_a_whole_operation_takes_that_operation_out():
+def test_a_bug_that_breaks_a_whole_operation_takes_that_operation_out(monkeypatch):
     """KnownBug.masked_ops (no record needs it today): its operation's tests are reported unavailable with the bug as
     the reason, and triage calls every case of that operation masked."""
     from fuzz.targets.known_bugs import KnownBug, masked_reason
@@ -98,3 +98,8 @@ def test_a_bug_that_breaks_a_whole_operation_takes_that_operation_out():
     assert masked_reason((bug,), "verify") is None
     decode = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2]"
     assert triage.masks(bug, Case.parse(decode))
+    verify = "verify-B2-T2-H1-HV2-K128-V128-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2]"
+    bug = dataclasses.replace(bug, shows="^RejectedValidInput")
+    monkeypatch.setattr(triage, "KNOWN_BUGS", (bug,))
+    assert triage.explaining("RejectedValidInput", "x", Case.parse(decode), "flashinfer.mtp.fp32", "0.7.4") == (bug,)
+    assert not triage.explaining("RejectedValidInput", "x", Case.parse(verify), "flashinfer.mtp.fp32", "0.7.4")

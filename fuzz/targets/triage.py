@@ -1,5 +1,6 @@
 """Which known bug explains a finding: a record explains it when it holds for the release, the finding shows as the
-record says (`KnownBug.shows`, over "Kind: cause"), and the record's mask would have kept the case from being drawn.
+record says (`KnownBug.shows`, over "Kind: cause"), and the record's mask would have kept the case from being drawn
+(a record that masks nothing, no field and no operation, explains by its pattern alone).
 A finding no record explains is new: it needs a root cause and a record (fuzz.targets.known_bugs)."""
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def explaining(kind: str, cause: str, case: Case, path: str, version: str | None
     """The known bugs that explain a failure of `kind` with `cause` on `case`, at semantics path and release."""
     shown = f"{kind}: {cause}"
     return tuple(b for b in KNOWN_BUGS
-                 if b.holds(path, version) and re.search(b.shows, shown) and (masks(b, case) or not b.mask))
+                 if b.holds(path, version) and re.search(b.shows, shown)
+                 and (masks(b, case) or not (b.mask or b.masked_ops)))
 
 
 def verdict(bugs: tuple[KnownBug, ...]) -> str:
