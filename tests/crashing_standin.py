@@ -8,7 +8,9 @@ the crash-isolation tests. Same API and results, except:
   * T == 3: never returns (a kernel spinning on a barrier);
   * T == 4: raises CUDA's illegal-address error and stays "poisoned": every later call in this process
     raises it too, as a CUDA context does;
-  * T == 5: returns an output off by 1 (a plain verdict failure, no crash).
+  * T == 5: returns an output off by 1 (a plain verdict failure, no crash);
+  * T == 7: answers right but "corrupts" the process (a kernel scribbling on memory it does not own): the next
+    call in this process, whatever its case, segfaults. That case crashes only after this one.
 
 Only ever call it inside an isolated worker (`fuzz.run.worker`): in-process it kills the test run.
 """
@@ -24,6 +26,7 @@ from fuzz.standins import flashinfer_cpu as _cpu
 
 ILLEGAL_ADDRESS = "CUDA error: an illegal memory access was encountered"
 _poisoned = False
+_corrupted = False
 
 
 def _crashing(fn):
@@ -31,11 +34,14 @@ def _crashing(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        global _poisoned
+        global _poisoned, _corrupted
         arg = sig.bind(*args, **kwargs).arguments
         (T, H), HV, idx = arg["q"].shape[1:3], arg["v"].shape[2], arg.get("initial_state_indices")
         if _poisoned:
             raise RuntimeError(ILLEGAL_ADDRESS)
+        if _corrupted:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        _corrupted = T == 7
         if HV > H and idx is not None and bool((idx < 0).any()):
             if idx.is_cuda:
                 _store_out_of_bounds(arg["q"])

@@ -149,6 +149,40 @@ class StridedPoolCapacityBakedIn(FlashInferCPU):
         return super()._run(path, q, k, v, pool, *args, **kwargs)
 
 
+class WrappedSlotOffset(FlashInferCPU):
+    """A slot's element offset (slot x slot stride) is computed in a signed integer of OFFSET_BITS bits, so a slot
+    whose offset passes 2^(OFFSET_BITS-1) is read and written 2^OFFSET_BITS elements below its place. Incident class:
+    int32 pool offsets (FlashInfer's decode paths before 0.6.12; fp32 MTP with int32 indices before 0.7.4), modelled
+    at 14 bits, so that a CPU can hold the pool and the guard below it (fuzz/test_large_pool.py on the ci profile)."""
+
+    OFFSET_BITS = 14
+
+    def _at(self, pool, slot: int):
+        half = 2 ** (self.OFFSET_BITS - 1)
+        offset = (slot * pool.stride(0) + half) % 2 ** self.OFFSET_BITS - half
+        return torch.as_strided(pool, pool.shape[1:], pool.stride()[1:], pool.storage_offset() + offset)
+
+    def load_pool(self, pool, slots):
+        return torch.stack([self._at(pool, s).clone() for s in slots.tolist()]) if len(slots) else pool[slots]
+
+    def store_pool(self, pool, slots, S):
+        for s, state in zip(slots.tolist(), S):
+            self._at(pool, s).copy_(state.to(pool.dtype))
+
+
+class WideVecSkipsWriteBack(FlashInferCPU):
+    """bf16-state verify with an intermediate buffer and state updates on leaves the pool unwritten once B*HV >= 128
+    (T >= 2): past that dispatch threshold another kernel runs, which expects the caller to read the final state from
+    buffer[:, T-1]. Incident class: FlashInfer's bf16 wide_vec kernel (0.6.11 .. 0.7.4, through the pretranspose API
+    from 0.7.0), a behaviour that changes across a dispatch threshold (fuzz.targets.dispatch)."""
+
+    def _run(self, path, q, k, v, pool, *args, buf=None, write_back=True, **kwargs):
+        B, T, HV = q.shape[0], q.shape[1], v.shape[2]
+        if path == "bf16" and buf is not None and T >= 2 and B * HV >= 128:
+            write_back = False
+        return super()._run(path, q, k, v, pool, *args, buf=buf, write_back=write_back, **kwargs)
+
+
 # ---- cross-call bugs (tests/test_serving.py: found by serving sequences, never by one call) ----------------------
 class CachedDefaultOutput(FlashInferCPU):
     """With output=None the decode / MTP entry points hand out one cached buffer per shape instead of a new tensor, so
@@ -196,6 +230,25 @@ class StaleRowsPastTheBatch(FlashInferCPU):
         pool[stale] = (pool[stale].float() * decay[:, None, None]).to(pool.dtype)
         return out
 
+
+class InterShapeLeftOutOfKey(FlashInferCPU):
+    """The kernel that stores the intermediate states is compiled for the buffer's layout (a static CuTe layout: its
+    row and step strides), but its cache key leaves the buffer's shape out: a later call of the same shapes with a
+    buffer of other steps (more spare steps, or a sliced view of another width) gets the stale kernel, which stores
+    each request's states at the old row stride, so they land in other rows and steps of the new buffer (where the
+    old layout reaches past the allocation: an illegal address). Rows alone change no stride, and pass. Incident
+    class: CuTe DSL compile caches keyed without the intermediate buffer's shape (rows, steps)."""
+
+    def _run(self, path, q, *args, buf=None, **kwargs):
+        if buf is not None:
+            compiled = self.kernels.setdefault(("inter layout", path, *q.shape[1:]), buf.stride())  # B is dynamic
+            try:
+                buf = buf.as_strided(buf.shape, compiled)
+            except RuntimeError as e:  # the old layout reaches past the new buffer's allocation
+                raise RuntimeError("CUDA error: an illegal memory access was encountered") from e
+        return super()._run(path, q, *args, buf=buf, **kwargs)
+
+
 unguarded_pad_slot = UnguardedPadSlot()
 inter_row_by_slot = InterRowBySlot()
 gva_head_modulo = GvaHeadModulo()
@@ -214,5 +267,8 @@ strided_pool_capacity_baked_in = StridedPoolCapacityBakedIn()
 cached_default_output = CachedDefaultOutput()
 input_dtype_left_out_of_key = InputDtypeLeftOutOfKey()
 stale_rows_past_the_batch = StaleRowsPastTheBatch()
+wrapped_slot_offset = WrappedSlotOffset()
+wide_vec_skips_write_back = WideVecSkipsWriteBack()
+inter_shape_left_out_of_key = InterShapeLeftOutOfKey()
 
 MUTANTS = {name: obj for name, obj in globals().items() if isinstance(obj, FlashInferCPU)}

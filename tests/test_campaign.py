@@ -15,7 +15,7 @@ from fuzz.generate.profiles import BUDGETS
 from fuzz.judge.failures import NonFinite, StateMismatch
 from fuzz.run import campaign, campaign_tables
 from fuzz.run.result import Failure
-from fuzz.run.session import FuzzSession, Options, logged_failures
+from fuzz.run.session import FuzzSession, Options, logged_failures, resumable
 
 BIG = "verify-B3-T2-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2,-1]"
 SMALL = "verify-B1-T2-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"
@@ -94,3 +94,98 @@ def test_render_of_something_else_is_one_clear_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         campaign.main(["--render", str(tmp_path / "x.json")])
     assert e.value.code == 2 and "not a campaign summary.json" in capsys.readouterr().err
+
+
+def hit(case: str, seconds: float | None, before: int | None, detail: str = "state[0]: error 5 > bound 0.1") -> dict:
+    """A failure of a campaign summary: one test's first hit after `seconds`, with `before` cases checked before it
+    (None: an unfinished run's, from its live log)."""
+    return {"kind": "StateMismatch", "target": "flashinfer-pretranspose-fp32", "case": case, "test": "t",
+            "first_hit_seconds": seconds, "examples_before": before, "hits": 2, "minimal": seconds is not None,
+            "detail": detail, "key": "StateMismatch | flashinfer-pretranspose-fp32:decode | state off"}
+
+
+def test_the_by_bug_table_gives_the_first_hit_and_the_cases_before_it():
+    row = {"installation": "x", "family": "flashinfer-", "seconds": 60, "killed": False, "exit": 1, "errors": [],
+           "examples": 3, "distinct": 3, "buckets": 1, "environment": {}, "targets": {}, "db_per_run": True,
+           "failures": [hit(OTHER, 9.0, 40), hit(OTHER, 2.5, 17),
+                        hit(SMALL, None, None, "TypeError: f() got an unexpected keyword argument 'backend'")]}
+    del row["failures"][2]["examples_before"]  # the campaign's rows of a run cut off (`unfinished`) have none
+    args = SimpleNamespace(profile="ci", test_seconds=5, masks="none", workers=1)
+    lines = campaign_tables.markdown([row], args).splitlines()
+    assert "| known bug | distinct failures | kinds | targets | first hit | cases before | smallest case |" in lines
+    assert f"| NEW | 2 | StateMismatch | flashinfer-pretranspose-fp32 | 2.5 s | 17 | `{OTHER}` |" in lines
+    assert f"| ADAPTER ERROR (ours) | 1 | StateMismatch | flashinfer-pretranspose-fp32 | - | - | `{SMALL}` |" in lines
+    assert lines[2].endswith("; its own example database)"), lines[2]
+
+    old = dict(row, failures=[{k: v for k, v in f.items() if k != "examples_before"} for f in row["failures"][:2]])
+    del old["db_per_run"]  # a summary written before runs said either
+    lines = campaign_tables.markdown([old, dict(row, db_per_run=False)], args).splitlines()
+    assert f"| NEW | 2 | StateMismatch | flashinfer-pretranspose-fp32 | 2.5 s | - | `{OTHER}` |" in lines
+    titles = [line for line in lines if line.startswith("## x:")]
+    assert titles[0].endswith("torch ?)") and titles[1].endswith("; no example database of its own)"), titles
+
+
+def test_resume_takes_each_logged_key_its_report_did_not_hold_minimal(tmp_path):
+    live = tmp_path / "run-failures.jsonl"  # beside run.json, as a campaign names them
+    session, target = FuzzSession("ci", BUDGETS["ci"], Options(live_log=live)), SimpleNamespace(name="t-a")
+    logged = [failure(StateMismatch, BIG), failure(StateMismatch, SMALL), failure(NonFinite, BIG, "output[0] = nan")]
+    for f in logged:
+        session._log(target, f)
+    state, nan = logged[0].key, logged[2].key
+    assert resumable(live, "t-a", "verify") == {state: Case.parse(SMALL), nan: Case.parse(BIG)}  # no report: all
+    assert resumable(live, "t-a", "decode") == resumable(live, "t-b", "verify") == {}
+    (tmp_path / "run.json").write_text(json.dumps({"failures": [{"key": nan, "minimal": True},
+                                                                {"key": state, "minimal": False}]}))
+    assert resumable(live, "t-a", "verify") == {state: Case.parse(SMALL)}
+
+
+def fuzz_decode(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "fuzz/test_decode.py", "-q", "-p", "no:warnings",
+                           "-p", "no:cacheprovider", "--hypothesis-profile=ci", "-k", "flashinfer-pretranspose",
+                           "--gdn-target", "flashinfer=tests.mutants:split_write_ignored", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_a_later_run_finishes_the_shrink_an_earlier_one_cut_off(tmp_path):
+    first, live = tmp_path / "run.json", tmp_path / "run-failures.jsonl"
+    proc = fuzz_decode("--gdn-no-shrink", "--gdn-examples=60", f"--gdn-live-log={live}", f"--gdn-report={first}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [unshrunk] = json.loads(first.read_text())["failures"]
+    assert not unshrunk["minimal"], unshrunk
+    logged = min((c for t, k, c in logged_failures(live)), key=campaign_tables.size)
+
+    second = tmp_path / "again.json"
+    proc = fuzz_decode("--gdn-examples=1", f"--gdn-resume={live}", f"--gdn-report={second}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [shrunk] = json.loads(second.read_text())["failures"]
+    case = Case.parse(shrunk["case"])
+    assert shrunk["key"] == unshrunk["key"] and shrunk["minimal"], shrunk
+    assert case.B == 1 and case.write_slots != case.read_slots and case.seed == 0, case
+    assert campaign_tables.size(case) < campaign_tables.size(logged)
+    assert shrunk["notes"][-1].startswith(f"shrunk by fuzz.run.reduce from {logged!r} (an earlier run's cut-off "
+                                          "shrink)"), shrunk["notes"]
+
+    proc = fuzz_decode(f"--gdn-resume={tmp_path / 'none.jsonl'}")
+    assert proc.returncode == 4 and f"--gdn-resume={tmp_path / 'none.jsonl'}: no such file" in proc.stderr
+
+
+def test_a_campaign_resumes_each_run_from_the_same_runs_live_log(tmp_path, capsys):
+    old, out = tmp_path / "old", tmp_path / "new"
+    old.mkdir(), out.mkdir()
+    (old / "a-fla-failures.jsonl").write_text("")
+    started = []
+
+    class Installation(SimpleNamespace):
+        def pytest(self, cmd, log):
+            started.append(cmd)
+            return SimpleNamespace(wait=lambda timeout: 0, returncode=5)
+
+    args = SimpleNamespace(profile="ci", masks="none", test_seconds=5, shrink_seconds=1, workers=1, db_per_run=False,
+                           timeout=None, pytest=[], resume=old)
+    for label in ("a", "b"):
+        assert campaign.run_job(campaign.Job(Installation(label=label), "fla-", out), args)["db_per_run"] is False
+    assert f"--gdn-resume={old / 'a-fla-failures.jsonl'}" in started[0]
+    assert not any(arg.startswith("--gdn-resume") for arg in started[1])  # its job left no live log there
+    with pytest.raises(SystemExit):  # its runs would delete the live logs they resume
+        campaign.main(["fla-", "--profile", "ci", "--out", str(old), "--resume", str(old)])
+    assert "give the new campaign another --out" in capsys.readouterr().err

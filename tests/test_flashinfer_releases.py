@@ -431,9 +431,10 @@ def test_semantics_rows_per_version():
     ("strided-pool-capacity-key", "flashinfer.mtp.fp32", ("0.6.14", "0.7.2.post1"), ("0.6.13", "0.7.4")),
     ("sliced-inter-rejected", "flashinfer.mtp.fp32", ("0.6.14", "0.7.2"), ("0.6.13", "0.7.4")),
     ("fp16-output-roundtrip", "flashinfer.mtp.fp32", ("0.6.18", "0.7.4"), ("0.6.17",)),
-    ("wide-vec-no-writeback", "flashinfer.bf16", ("0.6.11", "0.7.4"), ("0.6.10.post1",)),
+    ("wide-vec-no-writeback", "flashinfer.bf16", ("0.7.0", "0.7.4"), ("0.6.16.post4",)),  # via the pretranspose
     ("bf16-i64-indices", "flashinfer.bf16", ("0.6.10", "0.6.14", "0.7.4"), ("0.6.9",)),
-    ("size1-layout", "flashinfer.mtp.fp32", ("0.6.14", "0.7.4"), ("0.6.11", "0.6.13")),  # mark_layout_dynamic: 0.6.14
+    ("size1-layout", "flashinfer.pretranspose.fp32", ("0.6.14", "0.7.4"), ("0.6.11", "0.6.13")),  # 0.6.14
+    ("mtp-one-token-dummy-indices", "flashinfer.mtp.fp32", ("0.6.14", "0.7.4"), ("0.6.11", "0.6.13")),
     ("bf16-strided-pool-copied", "flashinfer.bf16", ("0.6.8", "0.6.11"), ("0.6.12", "0.7.4")),
     ("saturated-softplus-nan", "flashinfer.bf16", ("0.6.10", "0.7.2.post1"), ("0.7.4",)),
     ("unchecked-gva", "flashinfer.pretranspose.fp32", ("0.6.5", "0.6.10", "0.7.4"), ("0.6.4",)),

@@ -1,13 +1,15 @@
 """Crash isolation (`fuzz.run.worker`) on the CPU. The flashinfer family points at tests/crashing_standin.py, a
 correct stand-in that segfaults on a padded row under GVA (HV > H), exits on T=2, hangs on T=3, poisons its
-"CUDA context" on T=4 and answers wrong on T=5. The fuzzing process must survive all of it: a crash is a
-KernelCrash that Hypothesis shrinks like any other failure, a hang a KernelHang bounded by the timeout, and
-the examples after a crash run in a restarted worker.
+"CUDA context" on T=4, answers wrong on T=5 and makes the next call segfault on T=7. The fuzzing process must
+survive all of it: a crash is a KernelCrash that Hypothesis shrinks like any other failure, a hang a KernelHang
+bounded by the timeout, and the examples after a crash run in a restarted worker. A reported crash names the call
+it happened in and whether it reproduces alone or only after the case checked before it.
 
 `pytest -s` prints the crash run's numbers (examples, crashes, restarts, seconds per worker start).
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 
@@ -15,11 +17,14 @@ import pytest
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 import tests.crashing_standin as standin
-from fuzz.run import worker
+from fuzz.run import campaign_tables, worker
 from fuzz.case import Case
 from fuzz.run.harness import verify as check
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
+from fuzz.run.report import FailureRecord
+from fuzz.run.result import CrashAttribution, Failure
+from fuzz.run import session as fuzz_session
 from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
 from fuzz.judge.failures import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
 
@@ -113,7 +118,7 @@ def test_crash_is_a_failure_hypothesis_shrinks(isolated):
 def test_exit_is_a_crash_and_the_next_case_runs(isolated):
     isolated_check(MTP, verify(1))
     pid = isolated.pid
-    with pytest.raises(KernelCrash, match=r"killed the worker process \(exit code 139\)"):
+    with pytest.raises(KernelCrash, match=r"killed the worker process in the kernel call \(exit code 139\)"):
         isolated_check(MTP, verify(2))
     assert not isolated.alive
     isolated_check(MTP, verify(6))  # a correct case passes in the restarted worker
@@ -142,8 +147,8 @@ def test_poisoned_context_is_a_crash_and_a_restart_clears_it(isolated):
         standin._poisoned = False
     isolated_check(MTP, verify(1))
     pid = isolated.pid
-    with pytest.raises(KernelCrash, match=r"poisoned the CUDA context \(RejectedValidInput: RuntimeError: CUDA "
-                                          r"error: an illegal memory access"):
+    with pytest.raises(KernelCrash, match=r"poisoned the CUDA context in the kernel call \(RejectedValidInput: "
+                                          r"RuntimeError: CUDA error: an illegal memory access"):
         isolated_check(MTP, verify(4))
     isolated_check(MTP, verify(1))  # a fresh worker, a fresh context
     assert isolated.pid not in (None, pid)
@@ -165,3 +170,66 @@ def test_workers_are_cached_per_overrides_and_device(isolated):
     assert worker.worker_for("cuda") is not isolated  # not started: workers start on their first call
     with pytest.raises(ValueError, match="registry targets only"):
         isolated.check("not-a-target", verify(1))
+
+
+class FreshWorkers(worker.Worker):
+    """Worker, remembering the ones made (the attribution's must be fresh, blocking, and closed afterwards)."""
+
+    made: list = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.made.append(self)
+
+
+def reported(failure: Failure, monkeypatch) -> tuple[FailureRecord, list]:
+    """The session's record of a distinct failure under --gdn-isolate (FuzzSession._reported), and the workers made
+    for it."""
+    monkeypatch.setattr(FreshWorkers, "made", [])
+    monkeypatch.setattr(worker, "Worker", FreshWorkers)
+    fuzz = fuzz_session.FuzzSession("ci", BUDGETS["ci"], fuzz_session.Options(isolate=True, timeout=TIMEOUT))
+    fuzz._reported(fuzz_session.TestRun("test_verify", MTP, "verify", time.monotonic(), None), failure)
+    [record] = fuzz.report.failures
+    return record, FreshWorkers.made
+
+
+def test_a_crash_in_the_kernel_call_is_attributed_to_it_and_reproduces_alone(isolated, monkeypatch):
+    crash = worker.check_isolated(MTP, verify(2), "cpu", TIMEOUT).failure
+    assert crash.cause == "worker died in the kernel call (exit code N)", crash.cause
+    record, made = reported(crash, monkeypatch)
+    found = record.failure.attribution
+    assert (found.phase, found.alone, found.alone_phase, found.after_previous) == (
+        "kernel call", True, "kernel call", None), found
+    assert record.failure.detail.endswith("crashed in the kernel call; reproduces alone with CUDA_LAUNCH_BLOCKING=1")
+    assert [w.env.get("CUDA_LAUNCH_BLOCKING") for w in made] == ["1"], "one fresh blocking worker: it crashed alone"
+    assert not any(w.alive for w in made) and isolated not in made
+
+
+def test_a_crash_only_after_its_previous_case_names_that_case(isolated, monkeypatch):
+    isolated_check(MTP, verify(7))  # answers right, and the next call in this worker segfaults
+    crash = worker.check_isolated(MTP, verify(1), "cpu", TIMEOUT).failure
+    assert crash.kind == "KernelCrash" and crash.attribution == CrashAttribution("kernel call", verify(7))
+    record, made = reported(crash, monkeypatch)
+    found = record.failure.attribution
+    assert (found.alone, found.after_previous, found.after_previous_phase, found.previous_crashed) == (
+        False, True, "kernel call", False), found
+    assert record.failure.detail.endswith(
+        f"crashed in the kernel call; does not crash alone with CUDA_LAUNCH_BLOCKING=1; crashes in the kernel call "
+        f"of the case after {verify(7)!r}"), record.failure.detail
+    assert record.reproduced_on_rerun is False
+    assert [w.env.get("CUDA_LAUNCH_BLOCKING") for w in made] == ["1", "1"] and not any(w.alive for w in made)
+
+
+def test_a_crash_attribution_survives_the_report_and_shows_in_the_campaign_table():
+    case = verify(1)
+    found = CrashAttribution("tensors", verify(7), "flashinfer-bf16", alone=False, after_previous=True,
+                             after_previous_phase="kernel call", previous_crashed=True)
+    crash = KernelCrash(case, "flashinfer-mtp-fp32: the CUDA context was poisoned", cause="CUDA context poisoned")
+    record = FailureRecord("t", MTP.name, Failure.from_exception(crash, "b", (), found), 1.0, 3)
+    data = json.loads(json.dumps(record.to_json()))
+    assert FailureRecord.from_json(data) == record
+    line = (f"crashed in the tensors phase; does not crash alone with CUDA_LAUNCH_BLOCKING=1; the previous case "
+            f"{verify(7)!r} on flashinfer-bf16 crashes in the kernel call when run first")
+    assert data["attribution"]["summary"] == line and line in campaign_tables._note(data, None)
+    del data["attribution"]  # a report written before crashes were attributed
+    assert FailureRecord.from_json(data).failure.attribution is None

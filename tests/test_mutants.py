@@ -88,6 +88,11 @@ EXPECT = {
     # One token in all, in a row whose write id is -1 (a padded read: output_state_indices is the read map): its
     # zero-state run is stored into the last slot, slot 0 of a one-slot pool. Empty rows beside it store nothing,
     # so the shrinker may keep them (B is drawn before the seqlens list).
+    # Only past the dispatch threshold B*HV = 128 (T >= 2, a buffer, updates on): the straddle draws land exactly on
+    # it, and the shrinker keeps the crossing (anything below it passes), so the minimal case sits at the threshold.
+    "wide_vec_skips_write_back": Expect(BF16, "verify", (StateMismatch,),
+                                        lambda c: c.B * c.HV == 128 and c.T == 2 and c.inter_rows and c.update,
+                                        "B*HV = 128 exactly, T=2, a buffer, updates on"),
     "prefill_skipped_write_wraps": Expect(PREFILL, "prefill", (PoolCorruption, StateMismatch),
                                           lambda c: c.pool == 1 and sum(c.seqlens) == 1
                                           and (c.write_slots or c.read_slots)[c.seqlens.index(1)] == -1,
@@ -103,12 +108,14 @@ class Run:
     found: list
 
 
-def fuzz(target_name: str, op: str, max_examples: int) -> Run:
-    """The fuzz test of `op` on the target, in rounds, as `pytest fuzz/` runs it (fuzz.run.session)."""
+def fuzz(target_name: str, op: str, max_examples: int, large: bool = False) -> Run:
+    """The fuzz test of `op` on the target, in rounds, as `pytest fuzz/` runs it (fuzz.run.session); `large`: the
+    large-pool test of fuzz/test_large_pool.py."""
     session = FuzzSession("ci", BUDGET, Options(examples=max_examples))
     before, plugin.ACTIVE = plugin.ACTIVE, session
     try:
-        found = session.run_test(f"test_mutants::{target_name}:{op}", BY_NAME[target_name], op, fuzz_test(op))
+        found = session.run_test(f"test_mutants::{target_name}:{op}", BY_NAME[target_name], op,
+                                 fuzz_test(op, large=large))
     finally:
         plugin.ACTIVE = before
     return Run(sum(session.report.examples.values()), found)
@@ -166,3 +173,38 @@ def test_correct_standin_has_no_findings(override, report):
     print(f"\nfalse-positive run: {total} examples over {len(pairs)} (target, op) pairs, {len(found)} failing")
     assert total >= 500
     assert not found, found
+
+
+@pytest.mark.parametrize(("target_name", "op"), [(PRETRANSPOSE, "decode"), (BF16, "verify"), (MTP, "verify"),
+                                                 (PREFILL, "prefill")], ids=str)
+def test_large_pool_test_finds_a_wrapped_offset(target_name, op, override):
+    """The int32 offset class, modelled at 14 bits (tests.mutants.WrappedSlotOffset): the large-pool test on the ci
+    profile draws pools past 2^13 and 2^14 elements with a 2^13-element guard below them; a wrapped write is a
+    GuardBreach (below the pool) or a PoolCorruption (onto a low slot) that names the slot whose offset wrapped and
+    where its data landed, never a crash."""
+    override("tests.mutants:wrapped_slot_offset")
+    run = fuzz(target_name, op, 60, large=True)
+    landed = [r.failure for r in run.found if "landed 2^14 elements below its place" in r.failure.detail]
+    kinds = {f.kind for f in landed}
+    messages = [r.failure.message for r in run.found]
+    assert "GuardBreach" in kinds, f"no GuardBreach in {run.examples} examples: {messages}"
+    onto = [r.failure for r in run.found if "PoolCorruption" == r.failure.kind and r.failure in landed
+            or "wraps onto slot" in r.failure.detail]
+    assert onto, f"no wrap past 2^14 onto the pool: {[r.failure.message for r in run.found]}"
+    for failure in landed:  # below the pool (offsets past 2^13) or onto its low slots (past 2^14)
+        case = failure.case
+        slot = int(failure.detail.split("'s data landed", 1)[0].rsplit("slot ", 1)[1])
+        assert slot in (*case.read_slots, *(case.write_slots or ())), failure.message
+        assert slot * (case.HV + case.pool_gap) * case.K * case.V >= 2 ** 13, failure.message
+    for record in run.found:  # every other symptom is a wrapped read, and says where it read
+        assert record.failure in landed or "an int14 offset there wraps" in record.failure.detail, \
+            record.failure.message
+
+
+def test_large_pool_test_is_unavailable_where_it_cannot_fit(override):
+    """A real offset width on the CPU profile: 2^31-element pools and guards do not fit the ci budget, and the
+    reason gives the sizes (the targets table shows it), instead of an out-of-memory error read as a finding."""
+    override("fuzz.standins.flashinfer_cpu")
+    session = FuzzSession("ci", BUDGET, Options())
+    reason = session.large_unavailable(BY_NAME[MTP], "verify")
+    assert reason and "GiB" in reason and "2^32" in reason, reason

@@ -22,6 +22,9 @@ import torch
 from fuzz.case import Case
 from fuzz.generate.materialize import GUARD_SLOTS
 from fuzz.run import memory, plugin
+from fuzz.run.harness import check
+from fuzz.standins.flashinfer_cpu import FlashInferCPU
+from fuzz.targets.registry import TARGETS, set_overrides
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANT = "flashinfer=tests.mutants:unguarded_pad_slot"  # needs a padded row: never the first (simplest) example
@@ -41,12 +44,37 @@ def run(args, cwd=ROOT, timeout=600) -> subprocess.CompletedProcess:
 
 
 # ---- the memory estimate ------------------------------------------------------------------------------------------
-def test_an_int32_overflowing_pool_is_heavy_and_dominated_by_the_pool():
-    """HV=8, K=V=128 fp32: 2^31 elements take 16384 slots; the pool with its guard slots is 8 GiB."""
+def test_an_int32_overflowing_pool_is_heavy_and_dominated_by_the_pool_and_its_guard():
+    """HV=8, K=V=128 fp32: 2^31 elements take 16384 slots; the pool is 8 GiB, and the guard below it, where an offset
+    wrapped at 2^32 lands, 2^31 elements more (materialize.lead_rows)."""
     case = coordinate("decode", 1, 1, 8, 128, 128, pool=16386)
-    pool_bytes = (16386 + 2 * GUARD_SLOTS) * 8 * 128 * 128 * 4
+    pool_bytes = (16386 + 16384 + GUARD_SLOTS) * 8 * 128 * 128 * 4
     assert pool_bytes <= memory.peak_bytes(case) <= pool_bytes + GIB
     assert memory.peak_bytes(case) > memory.HEAVY_BYTES
+    assert memory.peak_bytes(case, offset_bits=64) < pool_bytes - 7 * GIB  # no wrap to guard against
+
+
+class OutOfMemoryInTheCall(FlashInferCPU):
+    """A library call that runs the device out of memory."""
+
+    def _run(self, *args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+
+out_of_memory = OutOfMemoryInTheCall()
+
+
+def test_out_of_memory_is_no_verdict_and_never_a_finding():
+    """A case the device cannot hold is not judged (the library's call raised for the device, not for the case): no
+    RejectedValidInput, and the fuzz test rejects the example instead of failing."""
+    set_overrides({"flashinfer": "tests.test_scaleout:out_of_memory"})
+    try:
+        target = next(t for t in TARGETS if t.name == "flashinfer-pretranspose-fp32")
+        result = check(target, coordinate("decode", 1, 1, 1, 8, 8, pool=2), "cpu")
+    finally:
+        set_overrides({})
+    assert result.failure is None and result.unjudged.startswith("out of memory"), result
+    assert result.outcome == "unjudged"
 
 
 def test_a_large_intermediate_buffer_is_heavy_through_its_float64_comparison():

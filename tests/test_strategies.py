@@ -1,13 +1,16 @@
 """The generator reaches every shipped bug class (hypothesis.find proves a drawing exists), and every drawn
 Case round-trips through its coordinate."""
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
+from fuzz.targets import dispatch
 from fuzz.targets.known_bugs import BY_ID
-from fuzz.generate.strategies import INT32_ELEMENTS, cases
+from fuzz.generate.strategies import cases, large_buckets, large_plan
 from fuzz.targets.registry import TARGETS, set_overrides
 from fuzz.targets.base import Support
 
@@ -62,21 +65,43 @@ def test_strategy_reaches(bug):
     assert predicate(found)
 
 
-def test_large_pool_cases_reach_int32_overflow_and_other_cases_never():
-    """The large-pool tests draw every case with requests past the int32 element offsets; the others none."""
-    target = BY_NAME["flashinfer-mtp-fp32"]
+H200 = dataclasses.replace(BUDGETS["h200"], large_bytes=139 << 30)  # as an H200's free memory sizes it
+INT32_ELEMENTS = 2**31
 
-    @settings(max_examples=30, database=None, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(cases(target, "verify", BUDGETS["h200"], large=True))
+
+@pytest.mark.parametrize("name", ["flashinfer-mtp-fp32", "flashinfer-bf16", "sglang-recurrent"])
+def test_large_pool_cases_reach_int32_overflow_and_other_cases_never(name):
+    """The large-pool tests draw every case with every request's element offset (slot x slot stride, gaps included)
+    in [2^31, 2^32) (a signed int32 wraps it) or in [2^32, 2^33) (an unsigned one does), on every pool dtype, index
+    dtype and contiguous or strided pool of the target; the other tests draw none."""
+    target, seen, reach = BY_NAME[name], set(), set()
+
+    @settings(max_examples=150, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(cases(target, "verify", H200, large=True))
     def every_large_case(c):
-        assert c.pool * c.HV * c.K * c.V > INT32_ELEMENTS
-        real = [s for s in c.read_slots if s >= 0] + [s for s in c.write_slots or () if s >= 0]
-        assert not real or max(real) * c.HV * c.K * c.V >= INT32_ELEMENTS
+        stride = (c.HV + c.pool_gap) * c.K * c.V
+        slots = [s for s in (*c.read_slots, *(c.write_slots or ()), *sum(c.token_slots or (), ())) if s >= 0]
+        past = 31 if min(slots, default=c.pool - 1) * stride < 2**32 else 32
+        assert all(2**past <= s * stride < 2 ** (past + 1) for s in slots), c
+        seen.add((c.state_dtype, c.index_dtype, c.pool_gap > 0))
+        reach.add(past)
 
     every_large_case()
+    sup = target.declared()
+    assert seen == {(d, i, g) for d in sup.state_dtypes for i in sup.index_dtypes
+                    for g in ((False, True) if sup.strided_pool else (False,))}
+    assert reach == {31, 32}
     with pytest.raises(Exception, match="No examples"):
-        find(cases(target, "verify", BUDGETS["h200"]), lambda c: c.pool * c.HV * c.K * c.V > INT32_ELEMENTS,
-             settings=FIND)
+        find(cases(target, "verify", H200), lambda c: c.pool * c.HV * c.K * c.V > INT32_ELEMENTS, settings=FIND)
+
+
+def test_large_cases_are_not_drawn_where_they_do_not_fit():
+    """The memory a large case needs (its pool and the 2^31-element guard below it) is checked against the budget:
+    a device with less has no large test, and says why."""
+    target = BY_NAME["flashinfer-mtp-fp32"]
+    fits, why = large_buckets(target, "verify", dataclasses.replace(H200, large_bytes=12 << 30))
+    assert not fits and "GiB" in why, why  # an fp32 pool past 2^31 elements and its guard: 16 GiB
+    assert large_buckets(target, "verify", H200) == (large_plan(target.name, "verify", target.declared(), H200), None)
 
 
 def test_gpu_budgets_draw_warm_calls_on_a_larger_pool_and_cpu_budgets_never():
@@ -89,9 +114,32 @@ def test_gpu_budgets_draw_warm_calls_on_a_larger_pool_and_cpu_budgets_never():
 
 
 def test_cpu_budget_never_draws_large_pools():
+    """Outside the large-pool test no pool comes near int32 element offsets (a CPU holds the largest drawn: the pools
+    of the requests that cross a dispatch threshold, about a thousand slots)."""
     target = BY_NAME["flashinfer-mtp-fp32"]
     with pytest.raises(Exception, match="No examples"):
-        find(cases(target, "verify", BUDGETS["ci"]), lambda c: c.pool > 1000, settings=FIND)
+        find(cases(target, "verify", BUDGETS["ci"]), lambda c: c.pool * c.HV * c.K * c.V > 2**24, settings=FIND)
+
+
+@pytest.mark.parametrize(("name", "op", "T", "buffer", "update"), [
+    ("flashinfer-bf16", "verify", 2, True, True), ("flashinfer-mtp-fp32", "verify", 1, False, True),
+    ("flashinfer-decode-kmajor", "decode", 1, False, True), ("flashinfer-prefill-chunk", "prefill", 1, False, True)])
+def test_every_dispatch_threshold_is_crossed_both_ways(name, op, T, buffer, update):
+    """fuzz.targets.dispatch: for each threshold of the target, cases just short of it and just past it are drawn
+    (hypothesis.find proves each side is reachable; straddle draws them for half the cases of such a bucket)."""
+    target = BY_NAME[name]
+    rows = [t for t in dispatch.thresholds(target.path, target.release()) if t.applies(T, buffer, update)]
+    assert rows, name
+    sms = dispatch.num_sms()
+    for t in rows:
+        for above in (False, True):
+            def crossed(c, t=t, above=above):
+                return (c.T >= T if op == "verify" else True) and bool(c.inter_rows) == buffer and c.update == update \
+                    and t.applies(max(c.T, 1), bool(c.inter_rows), c.update) and c.B == t.batch(above, c.H, c.HV, sms)
+            if t.batch(above, 1, 1, sms) > 1100:
+                continue
+            found = find(cases(target, op, BUDGETS["ci"]), crossed, settings=FIND)
+            assert t.side(found.B, found.H, found.HV, sms) == (t.above if above else t.below), (t, found)
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=str)

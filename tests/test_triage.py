@@ -46,7 +46,7 @@ def test_a_case_drawn_under_a_mask_is_never_called_masked(data):
 
 
 def test_the_size1_mask_keeps_lone_single_head_requests_out_and_nothing_else():
-    target = BY_PATH["flashinfer.mtp.fp32"]
+    target = BY_PATH["flashinfer.pretranspose.fp32"]
     search = settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate],
                       suppress_health_check=list(HealthCheck))
     lone = find(cases(target, "decode", BUDGETS["ci"]), lambda c: c.B == 1 and c.H == 1, settings=search)
@@ -59,7 +59,10 @@ def test_the_size1_mask_keeps_lone_single_head_requests_out_and_nothing_else():
 
 # Every distinct failure of the H200 campaign of 2026-12-02 (five releases, masks off; docs/h200-results-2026-12-02.md)
 # with the records that explained it when they were written from it.
-FINDINGS = json.loads((Path(__file__).parent / "data" / "h200-2026-12-02-findings.json").read_text())
+# And the smallest of each release x target x kind x records of the reach campaigns of 2026-12-03
+# (docs/h200-results-2026-12-02-reach.md), with the earlier calls of a serving sequence ("before").
+FINDINGS = [f for name in ("h200-2026-12-02-findings.json", "h200-2026-12-03-findings.json")
+            for f in json.loads((Path(__file__).parent / "data" / name).read_text())]
 
 
 @pytest.mark.parametrize("finding", FINDINGS, ids=[f"{f['release']}-{f['target']}-{f['kind']}-{i}"
@@ -68,8 +71,22 @@ def test_every_campaign_finding_is_explained_by_its_records(finding):
     """A record edited so that it no longer explains what it was written from (a narrower range, a mask that no longer
     covers the case, a pattern that misses the cause) fails here, naming the finding."""
     path = {t.name: t.path for t in TARGETS}[finding["target"]]
-    bugs = triage.explaining(finding["kind"], finding["cause"], Case.parse(finding["case"]), path, finding["release"])
+    calls = (*map(Case.parse, finding.get("before", ())), Case.parse(finding["case"]))
+    bugs = triage.explaining(finding["kind"], finding["cause"], calls, path, finding["release"])
     assert [b.id for b in bugs] == finding["explained_by"] and bugs, finding
+
+
+def test_the_one_token_mask_keeps_lone_decode_requests_out_and_nothing_else():
+    """mtp-one-token-dummy-indices: B = 1 at T = 1 is not drawn while it holds; B = 1 at T = 2 still is."""
+    target = BY_PATH["flashinfer.mtp.fp32"]
+    search = settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate],
+                      suppress_health_check=list(HealthCheck))
+    bug = BY_ID["mtp-one-token-dummy-indices"]
+    lone = find(cases(target, "decode", BUDGETS["ci"]), lambda c: c.B == 1, settings=search)
+    assert triage.masks(bug, lone)
+    with pytest.raises(Exception, match="No examples"):
+        find(cases(target, "verify", BUDGETS["ci"], bugs=(bug,)), lambda c: c.B == 1 and c.T == 1, settings=search)
+    find(cases(target, "verify", BUDGETS["ci"], bugs=(bug,)), lambda c: c.B == 1 and c.T == 2, settings=search)
 
 
 def test_a_finding_no_record_masks_is_new():
@@ -77,12 +94,12 @@ def test_a_finding_no_record_masks_is_new():
     coordinate = "decode-B1-T1-H1-HV1-K128-V128-pool1-pad0-fp32state-bf16in-i32-kv-gate_mild-seed0-slots[0]"
     cause = "RuntimeError: Can't deduce the leading dimension"
     path = "flashinfer.decode.kmajor"
-    assert not triage.explaining("RejectedValidInput", cause, Case.parse(coordinate), path, "0.6.11")
+    assert not triage.explaining("RejectedValidInput", cause, (Case.parse(coordinate),), path, "0.6.11")
     two = Case.parse(coordinate.replace("B1", "B2").replace("pool1", "pool2").replace("slots[0]", "slots[0,1]"))
-    assert not triage.explaining("RejectedValidInput", cause, two, path, "0.7.4")
+    assert not triage.explaining("RejectedValidInput", cause, (two,), path, "0.7.4")
     # a wrong value on fp16 inputs at 0.7.4 is no bit-cast (fixed in 0.7.2) and no known bug
     fp16 = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-fp16in-i32-vk-gate_mild-seed0-slots[1,2]"
-    bugs = triage.explaining("OutputMismatch", "output error above the bound", Case.parse(fp16),
+    bugs = triage.explaining("OutputMismatch", "output error above the bound", (Case.parse(fp16),),
                              "flashinfer.pretranspose.fp32", "0.7.4")
     assert triage.verdict(bugs).startswith("NEW") and triage.verdict((BY_ID["size1-layout"],)) == "known: size1-layout"
 
@@ -101,5 +118,18 @@ def test_a_bug_that_breaks_a_whole_operation_takes_that_operation_out(monkeypatc
     verify = "verify-B2-T2-H1-HV2-K128-V128-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2]"
     bug = dataclasses.replace(bug, shows="^RejectedValidInput")
     monkeypatch.setattr(triage, "KNOWN_BUGS", (bug,))
-    assert triage.explaining("RejectedValidInput", "x", Case.parse(decode), "flashinfer.mtp.fp32", "0.7.4") == (bug,)
-    assert not triage.explaining("RejectedValidInput", "x", Case.parse(verify), "flashinfer.mtp.fp32", "0.7.4")
+    assert triage.explaining("RejectedValidInput", "x", (Case.parse(decode),), "flashinfer.mtp.fp32", "0.7.4") == (bug,)
+    assert not triage.explaining("RejectedValidInput", "x", (Case.parse(verify),), "flashinfer.mtp.fp32", "0.7.4")
+
+
+def test_serving_masks_the_single_call_bugs_of_the_release_under_every_policy():
+    """A serving sequence would end at the first call a single-call known bug breaks and replay it, never reaching
+    the bugs that need two calls: those stay unmasked under --gdn-masks none, the single-call ones never are."""
+    from fuzz.targets.known_bugs import serving_bugs
+
+    for policy in ("none", "release", "all"):
+        ids = {b.id for b in serving_bugs("flashinfer.bf16", "0.6.11", policy)}
+        assert {"bf16-strided-pool-copied", "fp16-bitcast-mtp-bf16", "saturated-softplus-nan"} <= ids, policy
+        assert ("bf16-cached-output" in ids) == (policy != "none"), policy  # a two-call bug: the policy decides
+        assert ("dtype-compile-keys" in ids) == (policy != "none"), policy  # a compile key left short: two calls
+    assert not serving_bugs("flashinfer.bf16", None, "none")  # an override module has no release

@@ -7,6 +7,12 @@ slots a request names set to the case's values, a copy of which is kept. After t
 of anything else: guard bits changed -> out-of-bounds write; poison left where the contract says "written" ->
 unwritten output; a slot or row the contract leaves alone no longer equal to its filler, kept copy or poison ->
 corruption. So an 8 GiB pool costs its 8 GiB, not three times that.
+
+A buffer whose element offsets pass 2^(OFFSET_BITS-1) (the int32 overflow class: a pool's top slots, `large` cases)
+sits that many elements above the start of its allocation, and every one of them is guard: a kernel that computes
+an element offset in int32 wraps it by 2^32 and writes there, below the buffer, where the verdict finds the changed
+guard and names the slot whose offset wrapped (`Guarded.wrapped`), instead of a crash or a write into memory we do
+not own. On a GPU that guard costs 2^31 elements (8 GiB of fp32), so such cases run one at a time (fuzz.run.memory).
 """
 from __future__ import annotations
 
@@ -19,8 +25,12 @@ from fuzz.case import TORCH_DTYPES, Case
 from fuzz.generate.values import Values
 
 GUARD_SLOTS = 2  # pool slots on each side: index -1 and -2 land here
-_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD, 0x7FBAD0BA), torch.bfloat16: (torch.int16, 0x7FDE, 0x7FBA),
-         torch.float16: (torch.int16, 0x7FDE, 0x7FBA)}
+OFFSET_BITS = 32  # the integer width a kernel's element offsets may wrap at (an override module may declare a smaller)
+# (bits view, GUARD, POISON): NaNs with payloads no arithmetic produces. The guards are signalling NaNs (quiet bit
+# clear): whatever a kernel computes from a guard it read is quiet at least, so writing it back changes the bits (a
+# CPU keeps a NaN's payload through arithmetic, a GPU returns its canonical NaN).
+_BITS = {torch.float32: (torch.int32, 0x7FA0DEAD, 0x7FBAD0BA), torch.bfloat16: (torch.int16, 0x7F9E, 0x7FBA),
+         torch.float16: (torch.int16, 0x7D1E, 0x7FBA)}
 INDEX_DTYPES = {"i32": torch.int32, "i64": torch.int64}
 CHUNK = 1 << 24  # elements per block when filling or checking large buffers
 
@@ -54,13 +64,18 @@ class Guarded:
     seed: int | None = None  # the pool: the view started as Values(seed).filler in its logical element order
     kept_rows: torch.Tensor | None = None  # [n] int64: rows set to the case's values
     kept: torch.Tensor | None = None  # [n, ...]: a copy of those rows as set
+    offset_bits: int = OFFSET_BITS  # the wrap the leading guard was sized for (lead_rows)
 
     @classmethod
-    def around(cls, shape: tuple, dtype, device, lead: int, spare_dim1: int = 0) -> Guarded:
-        """Allocate [lead + shape[0] + lead, shape[1] + spare_dim1, *shape[2:]] of guard and view the inner block."""
-        full = fill_pattern(torch.empty((shape[0] + 2 * lead, shape[1] + spare_dim1, *shape[2:]), dtype=dtype,
-                                        device=device), "guard")
-        return cls(full, full[lead:lead + shape[0], : shape[1]], lead)
+    def around(cls, shape: tuple, dtype, device, lead: int, spare_dim1: int = 0,
+               offset_bits: int = OFFSET_BITS) -> Guarded:
+        """Allocate [below + shape[0] + lead, shape[1] + spare_dim1, *shape[2:]] of guard and view the inner block;
+        below = lead_rows(...): `lead` rows, or enough to hold a wrapped offset's landing."""
+        full_shape = (shape[0], shape[1] + spare_dim1, *shape[2:])
+        below = lead_rows(full_shape, lead, offset_bits)
+        full = fill_pattern(torch.empty((below + shape[0] + lead, *full_shape[1:]), dtype=dtype, device=device),
+                            "guard")
+        return cls(full, full[below:below + shape[0], : shape[1]], below, offset_bits=offset_bits)
 
     @property
     def row_numel(self) -> int:
@@ -102,19 +117,37 @@ class Guarded:
         return self.before(list(range(self.view.shape[0])))
 
     def outside_changed(self) -> tuple | None:
-        """The first allocation index outside the view whose guard bits changed (None: none did)."""
-        n, keep1 = self.view.shape[0], self.view.shape[1]
-        regions = [(slice(0, self.lead), slice(None)), (slice(self.lead + n, None), slice(None))]
-        if self.full.shape[1] > keep1:  # the gaps of a strided view, block by block
-            per = max(1, CHUNK // max(math.prod(self.full.shape[1:]), 1))
-            regions += [(slice(self.lead + r, self.lead + min(r + per, n)), slice(keep1, None))
-                        for r in range(0, n, per)]
+        """The first allocation index outside the view whose guard bits changed (None: none did), in address order
+        within each region: below the view, past it, then the gaps of a strided view; block by block."""
+        n, keep1, rows_total = self.view.shape[0], self.view.shape[1], self.full.shape[0]
+        regions = [(0, self.lead, slice(None)), (self.lead + n, rows_total, slice(None))]
+        if self.full.shape[1] > keep1:  # the gaps of a strided view
+            regions.append((self.lead, self.lead + n, slice(keep1, None)))
+        per = max(1, CHUNK // max(math.prod(self.full.shape[1:]), 1))
         guard = pattern(self.full.dtype, "guard")
-        for rows, cols in regions:
-            changed = bits(self.full[rows, cols]) != guard
-            if changed.any():
-                at = changed.nonzero()[0].tolist()
-                return (at[0] + (rows.start or 0), at[1] + (cols.start or 0), *at[2:])
+        for first, last, cols in regions:
+            for r in range(first, last, per):
+                changed = bits(self.full[r:min(r + per, last), cols]) != guard
+                if changed.any():
+                    at = changed.nonzero()[0].tolist()
+                    return (at[0] + r, at[1] + (cols.start or 0), *at[2:])
+        return None
+
+    def element(self, index: tuple) -> int:
+        """An allocation index as an element offset from the view's first element (negative: below the view), the
+        way a kernel addressing the view with its strides counts."""
+        offset = sum(i * s for i, s in zip(index, self.full.stride()))
+        return offset - self.lead * self.full.stride(0)
+
+    def wrapped(self, element: int) -> Wrap | None:
+        """Which view row's offset, wrapped at 2^offset_bits, lands on this element offset (as elements, or as bytes
+        of the view's itemsize); None when none does."""
+        stride, size = self.full.stride(0), self.full.element_size()
+        for unit, shift in (("element", 2 ** self.offset_bits), ("byte", 2 ** self.offset_bits // size)):
+            for k in (1, -1):
+                row = (element + k * shift) // stride
+                if 0 <= row < self.view.shape[0]:
+                    return Wrap(row, k, unit, self.offset_bits, element)
         return None
 
     def changed_rows(self, rows: list[int]) -> list[int]:
@@ -129,6 +162,33 @@ class Guarded:
                 diff = (bits(self.view[r:stop]) != bits(self.initial(r, stop))).flatten(1).any(1)
                 changed += (diff.nonzero().squeeze(1) + r).tolist()
         return sorted(changed)
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """A write outside a buffer explained by a wrapped offset: view row `row`'s data landed 2^bits units (elements or
+    bytes) `direction` below (+1) or above (-1) its place, at element offset `landed` from the view."""
+
+    row: int
+    direction: int
+    unit: str
+    bits: int
+    landed: int
+
+    def describe(self, what: str) -> str:
+        """'slot 65537's state landed 2^32 elements below its place (element -2147450880 from the pool)'."""
+        side = "below" if self.direction > 0 else "above"
+        return (f"{what} {self.row}'s data landed 2^{self.bits} {self.unit}s {side} its place (element "
+                f"{self.landed} from the buffer's first): an int{self.bits} {self.unit} offset wrapped")
+
+
+def lead_rows(full_shape: tuple, lead: int, offset_bits: int = OFFSET_BITS) -> int:
+    """Guard rows below a buffer of allocation shape [rows, ...]: `lead`, or, when its element offsets pass
+    2^(offset_bits-1), enough rows to hold 2^(offset_bits-1) elements, where such an offset wrapped lands."""
+    row = math.prod(full_shape[1:])
+    if full_shape[0] * row <= 2 ** (offset_bits - 1):
+        return lead
+    return max(lead, -(-2 ** (offset_bits - 1) // max(row, 1)))
 
 
 def _runs(sorted_rows: list[int]) -> list[tuple[int, int]]:
@@ -187,9 +247,11 @@ def named_slots(case: Case) -> list[int]:
     return sorted(s for s in {0, *named} if 0 <= s < case.pool)
 
 
-def materialize(case: Case, device: str | torch.device, pool: Guarded | None = None) -> Tensors:
+def materialize(case: Case, device: str | torch.device, pool: Guarded | None = None,
+                offset_bits: int = OFFSET_BITS) -> Tensors:
     """The case's tensors. `pool` given: a pool the caller keeps across calls (fuzz.run.serving), used as it is;
-    every other tensor is bit for bit what materialize(case, device) builds (the pool's values are the last draw)."""
+    every other tensor is bit for bit what materialize(case, device) builds (the pool's values are the last draw).
+    `offset_bits`: the offset width the target's kernels may wrap at (the guard below a buffer that passes it)."""
     vals = Values(case.seed, device)
     in_dtype, st_dtype = TORCH_DTYPES[case.input_dtype], TORCH_DTYPES[case.state_dtype]
     tokens = (sum(case.seqlens),) if case.op == "prefill" else (case.B, case.T)
@@ -217,14 +279,15 @@ def materialize(case: Case, device: str | torch.device, pool: Guarded | None = N
     as_index = lambda xs: None if xs is None else torch.tensor(xs, dtype=idx, device=device)  # noqa: E731
     state_shape = (case.V, case.K) if case.layout == "vk" else (case.K, case.V)
     if pool is None:
-        pool = Guarded.around((case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap)
+        pool = Guarded.around((case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap,
+                              offset_bits)
         pool.fill(case.seed)
         named = named_slots(case)
         pool.keep(named, vals.normal(len(named), case.HV, *state_shape) * 0.5)
     inter = None
     if case.inter_rows:
         inter = Guarded.around((case.inter_rows, case.inter_steps, case.HV, *state_shape), st_dtype, device, 1,
-                               case.inter_spare_steps)
+                               case.inter_spare_steps, offset_bits)
         fill_pattern(inter.view, "poison")
     output = Guarded.around((*tokens, case.HV, case.V), in_dtype, device, 1)
     fill_pattern(output.view, "poison")

@@ -1,10 +1,17 @@
 """Profiles: the one thing a user chooses. Each names a device, a search budget and Hypothesis settings."""
 from __future__ import annotations
 
+import dataclasses
+import os
+import subprocess
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase
+
+
+CPU_LARGE_BYTES = 1 << 30  # a CPU run's large cases: stand-ins that declare a small OFFSET_BITS fit, real pools do not
+GPU_RESERVE = 0.15  # of a GPU's free memory, left to the run's other processes (contexts, caches, their checks)
 
 
 @dataclass(frozen=True)
@@ -16,7 +23,10 @@ class Budget:
     max_B: int
     max_T: int
     max_pool: int
-    large_slots: bool = False  # slot ids past 2^31 / (HV*K*V) elements: int32 offset overflow (GPU memory)
+    # The most device memory one large-pool case (slot offsets past 2^31 elements, a 2^31-element guard below the
+    # pool: the int32 offset overflow class, fuzz/test_large_pool.py) may take; None: the device's free memory, read
+    # when the run starts (device_bytes). A large case that does not fit is not drawn.
+    large_bytes: int | None = CPU_LARGE_BYTES
     # Compile-key choices. Every new (T, heads, dims, scale, flags, dtypes, strides) costs a 1.5-4 s CuTe
     # compile on a GPU, while B, slot maps, padding and values are free: GPU budgets keep these sets small
     # so a campaign spends its examples inside compiled buckets.
@@ -40,7 +50,7 @@ BUDGETS = {
     "ci": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12),
     "dev": Budget("cpu", CPU_DIMS, max_B=6, max_T=16, max_pool=24),
     "gate": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12),
-    "h200": Budget("cuda", GPU_DIMS, max_B=96, max_T=12, max_pool=512, large_slots=True, t_choices=(1, 2, 4, 6, 8, 12),
+    "h200": Budget("cuda", GPU_DIMS, max_B=96, max_T=12, max_pool=512, large_bytes=None, t_choices=(1, 2, 4, 6, 8, 12),
                    scales=(None,), gaps=(0, 1), warm_calls=True, plan_size=8, open_every=32),
 }
 BUDGETS["b200"] = BUDGETS["h200"]
@@ -96,3 +106,24 @@ def _database(spec: str):
 
 def budget_for(profile: str | None) -> Budget:
     return BUDGETS.get(profile or "default", BUDGETS["dev"])
+
+
+def sized(budget: Budget) -> Budget:
+    """The budget with large_bytes read off this process's device where the profile leaves it to the device."""
+    if budget.large_bytes is not None:
+        return budget
+    return dataclasses.replace(budget, large_bytes=int(device_bytes() * (1 - GPU_RESERVE)))
+
+
+def device_bytes() -> int:
+    """Free memory of the first GPU this process sees, from nvidia-smi (no CUDA context in this process: under
+    --gdn-isolate only the workers need one), else from torch; 0 without a GPU."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", visible],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+        return int(out.split()[0]) << 20
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        import torch
+
+        return torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else 0

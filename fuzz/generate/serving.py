@@ -11,6 +11,13 @@ Invariants of one example, which is one pool's life:
   * The pool's geometry (H, HV, K, V, state dtype, layout: what a model layer fixes) is drawn once (`Geometry`);
     every call is drawn by fuzz.generate.strategies.cases inside the target's declared support, narrowed by its
     known-bug masks and pinned to that geometry (`Pinned`), so calls stay inside what the target declares.
+  * A call is a fresh case, or (about every other call) a *variation* of the call before it: the same case with one
+    argument a compile cache could key on changed (COMPILE_ARGS, `alternatives`: inside that same support), with new
+    values only (a new seed, its requests in another order: the same compile key), or with fewer of its requests.
+    Fresh draws rarely repeat a shape; the bugs that need two calls of one shape (a stale kernel, an output buffer
+    handed out twice) need it.
+  * How output= is passed is drawn once per sequence (OUTPUTS): per call, or None on every call where the target
+    allows None, so that two None calls of one shape are common.
   * A call is a `Step`: its Case plus whether the pool is reallocated first. The Case is the unit: its coordinate
     reproduces the call alone (the first call of a sequence runs exactly as fuzz.run.harness.check runs the
     coordinate), and a failing sequence prints as the list of its steps' coordinates.
@@ -29,13 +36,17 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
-from fuzz.case import Case
+from fuzz.case import SEEDS, Case
 from fuzz.generate.profiles import Budget
 from fuzz.generate.strategies import bucket_plan, cases, draw_bucket
-from fuzz.targets.base import Target
+from fuzz.targets.base import Support, Target
 from fuzz.targets.known_bugs import masked_reason
 
 STEPS = 8  # calls per example: enough for a warm-up, a stale call and the calls that shrink away
+OUTPUTS = ("per call", "none")  # output= per call as a fresh case draws it (one call in four None), or None always
+# What a kernel's compile cache could key on beside the shapes: the Case fields a variation changes one at a time.
+COMPILE_ARGS = ("input_dtype", "index_dtype", "inter_rows", "inter_steps", "inter_spare_steps", "pool", "pool_gap",
+                "output_given", "update")
 
 
 @dataclass(frozen=True)
@@ -85,7 +96,8 @@ class Geometry:
 
 
 class Pinned:
-    """A target as the strategies see it (name, declared support, semantics), its support replaced in some fields."""
+    """A target as the strategies see it (name, path, release, declared support, semantics, offset width), its
+    support replaced in some fields."""
 
     def __init__(self, target: Target, **fields):
         self.target, self.name, self.fields = target, target.name, fields
@@ -96,6 +108,16 @@ class Pinned:
     def semantics(self):
         return self.target.semantics()
 
+    def offset_bits(self) -> int:
+        return self.target.offset_bits()
+
+    @property
+    def path(self) -> str:
+        return self.target.path
+
+    def release(self) -> str | None:
+        return self.target.release()
+
 
 def serving_ops(target: Target, bugs: tuple = ()) -> tuple[str, ...]:
     """The operations a serving sequence calls on `target`: those it supports that no known bug masks."""
@@ -103,8 +125,8 @@ def serving_ops(target: Target, bugs: tuple = ()) -> tuple[str, ...]:
 
 
 def serving_budget(budget: Budget) -> Budget:
-    """The budget a step draws with: no warm-up calls (the sequence makes its own) and no 8 GiB pools."""
-    return dataclasses.replace(budget, warm_calls=False, large_slots=False)
+    """The budget a step draws with: no warm-up calls (the sequence makes its own) and no large pools."""
+    return dataclasses.replace(budget, warm_calls=False, large_bytes=0)
 
 
 @st.composite
@@ -116,12 +138,90 @@ def geometries(draw, target: Target, op: str, budget: Budget, bugs: tuple = ()) 
     return Geometry(bucket.H, bucket.HV, bucket.K, bucket.V, bucket.state_dtype, bucket.layout)
 
 
+def output_policies(target: Target, bugs: tuple = ()) -> st.SearchStrategy[str]:
+    """How a sequence passes output= (OUTPUTS): "none" only where the target takes output=None."""
+    return st.sampled_from(OUTPUTS if target.declared(bugs).output_optional else OUTPUTS[:1])
+
+
 @st.composite
-def steps(draw, target: Target, geometry: Geometry, ops: tuple[str, ...], budget: Budget, bugs: tuple = ()) -> Step:
-    """One call on a pool of this geometry: an operation, its case, and whether the pool is reallocated first."""
-    op = draw(st.sampled_from(ops))
-    case = draw(cases(Pinned(target, **geometry.support()), op, budget, bugs))
+def steps(draw, target: Target, geometry: Geometry, ops: tuple[str, ...], budget: Budget, bugs: tuple = (),
+          previous: Case | None = None, outputs: str = OUTPUTS[0]) -> Step:
+    """One call on a pool of this geometry: a fresh case of one of `ops` (the zero choice) or, every other call, a
+    variation of the `previous` call's case; then whether the pool is reallocated first. Under the "none" output
+    policy a fresh case passes output=None (a variation keeps what the previous call passed)."""
+    pinned = Pinned(target, **geometry.support())
+    if previous is not None and draw(st.booleans()):
+        case = draw(variations(pinned.declared(bugs), previous, budget, outputs))
+    else:
+        case = draw(cases(pinned, draw(st.sampled_from(ops)), budget, bugs))
+        case = case if outputs == OUTPUTS[0] else case.replace(output_given=False)
     return Step(case, realloc=draw(st.booleans()))
+
+
+@st.composite
+def variations(draw, sup: Support, case: Case, budget: Budget, outputs: str = OUTPUTS[0]) -> Case:
+    """`case` with new values only (the zero choice: a new seed, its requests in another order; the compile key
+    stays), with fewer of its requests (a batch that shrinks as requests finish: the compile key stays where B is
+    dynamic), or with one of COMPILE_ARGS changed to another value it may take inside `sup` (`alternatives`)."""
+    others = alternatives(sup, case, budget, outputs)
+    least = min(case.B, sup.least_B(case.H, case.T))
+    name = draw(st.sampled_from(("values", *(("requests",) if case.B > least else ()), *others)))
+    if name in others:
+        return case.replace(**{name: draw(st.sampled_from(others[name]))})
+    order = draw(st.permutations(range(case.B)))  # shrinks toward the identity
+    kept = draw(st.integers(least, case.B - 1)) if name == "requests" else case.B
+    return _requests(sup, case, order[:kept]).replace(seed=draw(st.integers(0, SEEDS - 1)))
+
+
+def _requests(sup: Support, case: Case, order: list[int]) -> Case:
+    """`case` with the requests `order` names (indices, in that order): the per-request fields follow, and T and
+    buffer rows where they are set by the requests (a prefill's longest sequence, a buffer of exactly B rows); a
+    prefill keeps a token where the target needs one. A target without a slot map (Support.pool False) keeps the
+    identity map on a pool of exactly the requests: its state rows move with them."""
+    pick = lambda xs: tuple(xs[i] for i in order) if xs else xs  # noqa: E731 - None and () stay as they are
+    fields = dict(read_slots=pick(case.read_slots), write_slots=pick(case.write_slots),
+                  token_slots=pick(case.token_slots), inter_index=pick(case.inter_index))
+    if case.op == "prefill":
+        seqlens = pick(case.seqlens)
+        seqlens = seqlens if sup.empty_prefill or any(seqlens) else (1, *seqlens[1:])
+        fields.update(seqlens=seqlens, T=max(seqlens))
+    if case.inter_rows and (sup.exact_rows or not sup.spare_rows):
+        fields.update(inter_rows=len(order))
+    if not sup.pool:  # no slot map: request i is state row i, so the pool shrinks with the batch
+        fields.update(read_slots=tuple(range(len(order))), pool=len(order))
+    return case.replace(**fields)
+
+
+def alternatives(sup: Support, case: Case, budget: Budget, outputs: str = OUTPUTS[0]) -> dict[str, tuple]:
+    """COMPILE_ARGS -> the other values each may take in `case` (those with none left out), inside `sup` and as
+    fuzz.generate.strategies.cases draws them: another input or index dtype; the intermediate buffer's rows (unless
+    exact: B to B+3, past every explicit row), steps (T to T+2, where spare steps are allowed) and spare steps of a
+    sliced view (0 to 2, where allowed); a capacity that keeps every slot the requests name inside (up to
+    budget.max_pool more); another of the budget's gaps (strided pools); output= given or None (per-call policy);
+    disable_state_update flipped (a verify without per-token slots, whose buffer, if any, may go with an update)."""
+    buffer = case.inter_rows > 0
+    named = [s for s in (*case.read_slots, *(case.write_slots or ()), *sum(case.token_slots or (), ())) if s >= 0]
+    fields = {
+        "input_dtype": sup.input_dtypes,
+        "index_dtype": sup.index_dtypes,
+        "inter_rows": range(max((case.B, *(r + 1 for r in case.inter_index or ()))), case.B + 4)
+        if buffer and not sup.exact_rows and sup.spare_rows else (),
+        "inter_steps": range(case.T, case.T + 3) if buffer and sup.spare_steps else (),
+        "inter_spare_steps": range(3) if buffer and sup.sliced_intermediate else (),
+        "pool": range(max(named, default=0) + 1, case.pool + budget.max_pool + 1) if sup.pool else (),
+        "pool_gap": budget.gaps if sup.strided_pool else (),
+        "output_given": (False, True) if sup.output_optional and outputs == OUTPUTS[0] else (),
+        "update": (False, True) if sup.no_update and case.op == "verify" and case.token_slots is None
+        and (sup.buffer_with_update or not buffer) else (),
+    }
+    return {name: others for name, values in fields.items()
+            if (others := tuple(v for v in values if v != getattr(case, name)))}
+
+
+def compile_changes(before: Case, after: Case) -> tuple[tuple[str, object, object], ...]:
+    """(argument, its value in `before`, in `after`) for each of COMPILE_ARGS in which the two calls differ."""
+    return tuple((name, getattr(before, name), getattr(after, name)) for name in COMPILE_ARGS
+                 if getattr(before, name) != getattr(after, name))
 
 
 def serving_machine(target: Target, budget: Budget, bugs: tuple, new_run: Callable) -> type[RuleBasedStateMachine]:
@@ -137,14 +237,18 @@ def serving_machine(target: Target, budget: Budget, bugs: tuple, new_run: Callab
             super().__init__()
             self.run = new_run()
             self.geometry: Geometry | None = None
+            self.outputs = OUTPUTS[0]
+            self.last: Case | None = None  # the case of the call drawn last (checked or not), which a variation varies
 
-        @initialize(geometry=geometries(target, ops[0], budget, bugs))
-        def pool(self, geometry: Geometry) -> None:
-            self.geometry = geometry
+        @initialize(geometry=geometries(target, ops[0], budget, bugs), outputs=output_policies(target, bugs))
+        def pool(self, geometry: Geometry, outputs: str) -> None:
+            self.geometry, self.outputs = geometry, outputs
 
         @rule(data=st.data())
         def call(self, data) -> None:
-            self.run.step(data.draw(steps(target, self.geometry, ops, budget, bugs), label="step"))
+            step = data.draw(steps(target, self.geometry, ops, budget, bugs, self.last, self.outputs), label="step")
+            self.last = step.case
+            self.run.step(step)
 
         def teardown(self) -> None:
             self.run.close()

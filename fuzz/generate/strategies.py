@@ -17,6 +17,7 @@ minimal cases shed them unless they matter.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from dataclasses import dataclass
@@ -26,9 +27,10 @@ from hypothesis import strategies as st
 from fuzz.case import Case
 
 from fuzz.generate.profiles import Budget
+from fuzz.targets import dispatch
 from fuzz.targets.base import Support, Target
 
-INT32_ELEMENTS = 2**31
+LARGE_SPARE = 64  # slots of a large pool from its first slot whose offset passes 2^31 (2^32): the requests live there
 
 
 @dataclass(frozen=True, order=True)
@@ -82,20 +84,97 @@ def bucket_plan(target_name: str, op: str, sup: Support, budget: Budget) -> tupl
     return tuple(sorted(plan))
 
 
+def large_plan(target_name: str, op: str, sup: Support, budget: Budget) -> tuple[Bucket, ...]:
+    """The large tests' buckets: one per pool dtype x index dtype x contiguous or strided pool, the ways a kernel
+    computes a slot's offset (the index's type, the slot stride), each with the simplest input dtype and state
+    updates on, so the offset and where the write lands are what a large case tests (fp16 inputs and the rest are the
+    other tests' business); heads, dims and T from a draw seeded like bucket_plan's."""
+    rng = random.Random(f"{target_name}:{op}:large:{budget.plan_seed}")
+    strided = (False, True) if sup.strided_pool and max(budget.gaps) > 0 else (False,)
+    plan = []
+    for state_dtype in sup.state_dtypes:
+        for index_dtype in sup.index_dtypes:
+            one = dataclasses.replace(sup, state_dtypes=(state_dtype,), index_dtypes=(index_dtype,),
+                                      input_dtypes=sup.input_dtypes[:1])
+            bucket = draw_bucket(rng.choice, one, op, budget)  # state updates on: a wrapped write lands in the guard
+            bucket = dataclasses.replace(bucket, update=True, buffer=bucket.buffer and sup.buffer_with_update)
+            plan += [dataclasses.replace(bucket, strided=s) for s in strided]
+    return tuple(plan)
+
+
+def large_first_slot(bucket: Bucket, gap: int, past: int) -> int:
+    """The first slot whose element offset (slot x slot stride) reaches 2^past."""
+    return 2 ** past // ((bucket.HV + gap) * bucket.K * bucket.V) + 1
+
+
+def large_spare(bucket: Bucket, gap: int, past: int) -> int:
+    """Slots of a large pool from its first: LARGE_SPARE, fewer where their offsets would reach 2^(past+1) (a
+    stand-in's small width), so every request's offset lies in [2^past, 2^(past+1)) and wraps the same way."""
+    stride = (bucket.HV + gap) * bucket.K * bucket.V
+    return max(1, min(LARGE_SPARE, 2 ** (past + 1) // stride - large_first_slot(bucket, gap, past)))
+
+
+def large_case(op: str, bucket: Bucket, gap: int, past: int, budget: Budget) -> Case:
+    """The largest case `cases(large=True)` draws in a bucket whose requests' offsets reach 2^past (the most
+    requests and buffer rows): its memory bound."""
+    first, spare = large_first_slot(bucket, gap, past), large_spare(bucket, gap, past)
+    B, T = min(budget.max_B, 4, spare), budget.max_T if op == "prefill" else bucket.T
+    rows = B + 3 if bucket.buffer else 0
+    return Case(op=op, H=bucket.H, HV=bucket.HV, K=bucket.K, V=bucket.V, T=T, pool=first + spare,
+                read_slots=tuple(range(first, first + B)), seed=0, seqlens=(T,) * B if op == "prefill" else (),
+                pool_gap=gap, inter_rows=rows, inter_steps=T + 2 if rows else 0, inter_spare_steps=2 if rows else 0,
+                state_dtype=bucket.state_dtype, input_dtype=bucket.input_dtype, index_dtype=bucket.index_dtype,
+                layout=bucket.layout, update=bucket.update)
+
+
+def large_buckets(target: Target, op: str, budget: Budget, bugs: tuple = ()) -> tuple[tuple[Bucket, ...], str | None]:
+    """The large plan's buckets whose largest case fits budget.large_bytes (fuzz.run.memory.peak_bytes, with the
+    guard below the pool), and, when some do not, why: one line for the targets table."""
+    from fuzz.run.memory import peak_bytes  # at call time: memory imports the generator
+
+    sup, bits, limit = target.declared(bugs), target.offset_bits(), budget.large_bytes or 0
+    fits, left = [], []
+    for bucket in large_plan(target.name, op, sup, budget):
+        gap = max(budget.gaps) if bucket.strided else 0
+        need = peak_bytes(large_case(op, bucket, gap, bits, budget), bits)  # offsets past 2^bits: the larger pool
+        (fits if need <= limit else left).append((bucket, need))
+    if not left:
+        return tuple(b for b, _ in fits), None
+    smallest = min(need for _, need in left)
+    why = (f"pools past 2^{bits} elements with their guard need {smallest / 2**30:.1f} GiB or more a case; at most "
+           f"{limit / 2**30:.1f} GiB here ({budget.device}{'' if budget.device != 'cpu' else ', a CPU profile'})")
+    if fits:
+        why = f"{len(left)} of {len(left) + len(fits)} buckets left out: {why}"
+    return tuple(b for b, _ in fits), why
+
+
 @st.composite
 def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large: bool = False) -> Case:
     """A case for `op` on `target` inside what it declares, narrowed by the masks of the known bugs given. `large`:
-    a pool whose top slots' element offsets pass int32 (int32 offset overflow), few requests."""
+    a pool whose requests' element offsets pass 2^31 or 2^32 (the int32 offset overflow class, signed or unsigned;
+    target.offset_bits), a bucket of large_plan that fits the budget's memory (large_buckets), few requests."""
     sup = target.declared(bugs)
     sem = target.semantics()
     pick = lambda options: draw(st.sampled_from(options))  # noqa: E731
-    planned = budget.plan_size and draw(st.integers(0, budget.open_every - 1)) < budget.open_every - 1
-    bucket = pick(bucket_plan(target.name, op, sup, budget)) if planned else draw_bucket(pick, sup, op, budget)
+    if large:
+        bucket = pick(large_buckets(target, op, budget, bugs)[0])
+    else:
+        planned = budget.plan_size and draw(st.integers(0, budget.open_every - 1)) < budget.open_every - 1
+        bucket = pick(bucket_plan(target.name, op, sup, budget)) if planned else draw_bucket(pick, sup, op, budget)
     H, HV, T = bucket.H, bucket.HV, bucket.T
-    if H > 1 and sup.invalid_gva and draw(st.integers(0, 19)) == 19:
+    if H > 1 and sup.invalid_gva and not large and draw(st.integers(0, 19)) == 19:
         HV = H + 1  # illegal GVA ratio: every target must reject it cleanly
-    most = min(budget.max_B, 4) if large else budget.max_B
-    B = draw(st.integers(min(sup.single_head_min_B if H == 1 else 1, most), most))
+    # Large: every request's offset past 2^(bits-1), where a signed offset wraps (to below the pool), or past 2^bits,
+    # where an unsigned one does (onto the pool's low slots: FlashInfer's fp32 pretranspose before 0.6.12). A large
+    # strided pool has the budget's widest gap: every large case of a bucket then has one pool geometry.
+    gap = max(budget.gaps) if large and bucket.strided else 0
+    bits = target.offset_bits()
+    past = draw(st.sampled_from((bits - 1, bits))) if large else 0
+    first, spare = (large_first_slot(bucket, gap, past), large_spare(bucket, gap, past)) if large else (0, 0)
+    most = min(budget.max_B, 4, spare) if large else budget.max_B
+    B = draw(st.integers(min(sup.least_B(H, T), most), most))
+    if not large:
+        B = draw(straddle(target, bucket, B, H, HV, sup))
     seqlens = ()
     if op == "prefill":
         max_T = min(budget.max_T, sup.max_T or budget.max_T)
@@ -105,16 +184,15 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large
         T = max(seqlens)
     inter_rows = inter_steps = inter_spare = 0
     if bucket.buffer:
-        inter_rows = B if sup.exact_rows else B + draw(st.integers(0, 3))
+        inter_rows = B if sup.exact_rows or not sup.spare_rows else B + draw(st.integers(0, 3))
         inter_steps = T + (draw(st.integers(0, 2)) if sup.spare_steps else 0)
         inter_spare = draw(st.integers(0, 2)) if sup.sliced_intermediate else 0
     inter_index = None
     if inter_rows and sup.explicit_rows and draw(st.booleans()):
         rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
         inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
-    elements = bucket.K * bucket.V * HV
-    slots = draw(slot_maps(sup, sem, B, T, op, bucket.update and not inter_rows, budget,
-                           INT32_ELEMENTS // elements + 1 if large else 0))
+    slots = draw(slot_maps(sup, sem, B, T, op, bucket.update and not inter_rows, budget, first, spare,
+                           buffered=bool(inter_rows)))
     # warm calls: GPU budgets only, about 3% of drawn cases, never beside an int32-overflowing pool
     warm = budget.warm_calls and sup.pool and not large and draw(st.integers(0, 29)) == 29
     return Case(
@@ -123,33 +201,57 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large
         state_dtype=bucket.state_dtype, input_dtype=bucket.input_dtype, index_dtype=bucket.index_dtype,
         layout=bucket.layout, gate=draw(st.sampled_from(sup.gate_regimes)), scale=draw(st.sampled_from(budget.scales)),
         l2norm=not (sup.l2norm_off and draw(st.integers(0, 4)) == 4), update=bucket.update,
-        pool_gap=draw(st.sampled_from([g for g in budget.gaps if g])) if bucket.strided else 0,
+        pool_gap=draw(st.sampled_from([g for g in budget.gaps if g])) if bucket.strided and not large else gap,
         warm_pool=draw(st.integers(1, budget.max_pool)) if warm else 0,
         output_given=not (sup.output_optional and draw(st.integers(0, 3)) == 3),
     )
 
 
+MAX_STRADDLE_B = 1100  # a threshold that needs more requests than this is left to larger budgets
+
+
 @st.composite
-def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget: Budget, min_pool: int = 0) -> dict:
+def straddle(draw, target: Target, bucket: Bucket, B: int, H: int, HV: int, sup: Support) -> int:
+    """B, or, for half the cases of a bucket with dispatch thresholds (fuzz.targets.dispatch), the batch just short
+    of or just past one of them, so a test crosses every threshold of its release early, not by luck. The zero
+    choice keeps B: a minimal case sheds the crossing unless the failure needs it."""
+    sms = dispatch.num_sms()
+    rows = [(t, above) for t in dispatch.thresholds(target.path, target.release())
+            if t.applies(max(bucket.T, 1), bucket.buffer, bucket.update) for above in (False, True)
+            if 1 <= t.batch(above, H, HV, sms) <= MAX_STRADDLE_B]
+    if not rows or draw(st.integers(0, 1)) == 0:
+        return B
+    threshold, above = draw(st.sampled_from(rows))
+    return max(threshold.batch(above, H, HV, sms), sup.least_B(H, bucket.T))
+
+
+@st.composite
+def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget: Budget, first: int = 0,
+              spare: int = 0, buffered: bool = False) -> dict:
     """Pool size and slot indices. Slots a call writes are distinct from every slot another row reads or
     writes (overlaps race by every library's contract); a sacrificial slot 0 stays out of reach when
     padding redirects there or 0 is the null slot. Unique integer lists shrink toward the identity map.
-    min_pool > 0: at least that many slots, with requests on the top ones (their offsets are what overflows)."""
+    first > 0 (a large case): `spare` slots from `first` on, every request among them (their offsets are what
+    overflows); one capacity per bucket, so a compile cache keyed on it sees one pool.
+    buffered (a batch-row intermediate buffer): the pool has spare slots, so the slot map is seldom the identity and
+    a kernel that indexes the buffer by slot instead of batch row writes the wrong row."""
     null = sem.pad.null_index
     if not sup.pool:
         return dict(pool=B, read_slots=tuple(range(B)), null=null)
     reserved = 1 if (null == 0 or "slot0" in (sem.pad.read, sem.pad.write)) else 0
     padded = draw(st.lists(st.booleans(), min_size=B, max_size=B))
     real = B - sum(padded)
-    token = sup.token_slots and may_scatter and op == "verify" and T >= 2 and draw(st.booleans())
-    split = not token and sup.split_write and draw(st.booleans())
+    room = spare if first else B * T + B  # a large pool's requests must fit its spare slots
+    token = sup.token_slots and may_scatter and op == "verify" and T >= 2 and real + B * T <= room \
+        and draw(st.booleans())
+    split = not token and sup.split_write and 2 * B <= room and draw(st.booleans())
     extra = B * T if token else B if split else 0
     need = max(reserved + real + extra, 1)
-    pool = draw(st.integers(need, need + draw(st.sampled_from((0, 1, budget.max_pool)))))
-    low = reserved
-    if min_pool:  # requests on the top slots, whose element offsets pass int32
-        pool = max(pool, min_pool + real + extra)
-        low = max(reserved, min_pool, pool - 4 * (real + extra))
+    if first:
+        pool, low = first + spare, first
+    else:
+        more = (1, B, budget.max_pool) if buffered else (0, 1, budget.max_pool)
+        pool, low = draw(st.integers(need + more[0], need + draw(st.sampled_from(more)))), reserved
     # No ids to draw when every row is padded: pool may then be just the reserved slot 0 (empty range).
     ids = iter(draw(st.lists(st.integers(low, pool - 1), unique=True, min_size=real + extra,
                              max_size=real + extra)) if real + extra else ())

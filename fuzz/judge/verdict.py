@@ -34,17 +34,47 @@ def judge(case: Case, path: str, sem: Semantics, t: Tensors, got_output: torch.T
     for name, buf in (("pool", t.pool), ("intermediate", t.inter), ("output", t.output)):
         if buf is not None:
             _check_guards(case, name, buf)
-    _check_output(case, path, sem, t.output, got_output, expected, compared)
-    _check_pool(case, path, sem, t.pool, expected, compared)
-    if t.inter is not None:
-        _check_intermediate(case, path, t.inter, expected, compared)
+    try:
+        _check_output(case, path, sem, t.output, got_output, expected, compared)
+        _check_pool(case, path, sem, t.pool, expected, compared)
+        if t.inter is not None:
+            _check_intermediate(case, path, t.inter, expected, compared)
+    except (NonFinite, OutputMismatch, StateMismatch, IntermediateMismatch) as e:
+        if hint := _wrap_hint(case, t.pool):  # a wrapped read of the guard below the pool returns its NaN
+            raise type(e)(case, e.detail + hint, f"{e.cause}; an int{t.pool.offset_bits} offset there wraps") from None
+        raise
+
+
+def _wrap_hint(case: Case, pool: Guarded) -> str:
+    """Where a request's slot offset passes 2^(bits-1) elements, a wrapped offset reads elsewhere: below the pool
+    (its guard's NaN) for a signed one, on a low slot of the pool past 2^bits."""
+    bits, stride = pool.offset_bits, pool.full.stride(0)
+    slots = [s for s in (*case.read_slots, *(case.write_slots or ())) if s >= 0 and s * stride >= 2 ** (bits - 1)]
+    if not slots:
+        return ""
+    offset = slots[0] * stride
+    where = (f"onto slot {(offset - 2 ** bits) // stride} of the pool" if offset >= 2 ** bits else
+             "below the pool, whose guard NaN a wrapped read returns")
+    return (f" (slot {slots[0]}'s element offset {offset} passes 2^{bits - 1 if offset < 2 ** bits else bits}: "
+            f"an int{bits} offset there wraps {where})")
+
+
+_ROW_NAMES = {"pool": "slot", "intermediate": "row", "output": "token row"}
 
 
 def _check_guards(case, name, buf: Guarded) -> None:
-    if (where := buf.outside_changed()) is not None:
-        raise GuardBreach(case, f"{name} written outside the buffer at allocation index {where} (the view is rows "
-                          f"{buf.lead}.., first {buf.view.shape[1]} of dim 1)",
-                          cause=f"{name} written outside the buffer")
+    """Guard bits changed outside the view: an out-of-bounds write. Where the write landed 2^32 elements (or bytes)
+    from a row of the view, that row's offset wrapped in int32, and the failure says so."""
+    if (where := buf.outside_changed()) is None:
+        return
+    element = buf.element(where)
+    if (wrap := buf.wrapped(element)) is not None:
+        raise GuardBreach(case, f"{name} written outside the buffer: {wrap.describe(_ROW_NAMES[name])}",
+                          cause=f"{name} written outside the buffer where a wrapped int{wrap.bits} {wrap.unit} offset "
+                                "lands")
+    raise GuardBreach(case, f"{name} written outside the buffer at element {element} from its first (allocation "
+                      f"index {where}; the view is rows {buf.lead}.., first {buf.view.shape[1]} of dim 1)",
+                      cause=f"{name} written outside the buffer")
 
 
 def _token_rows(case: Case, n: int) -> slice:
@@ -86,6 +116,11 @@ def _check_pool(case, path, sem: Semantics, pool: Guarded, expected: Expected, c
     racing = {0} if redirected else set()  # several padded rows may race on slot 0
     changed = pool.changed_rows(sorted(set(range(case.pool)) - written - racing))  # block by block: up to 8 GiB
     if changed:
+        wrap = next((w for r in changed if (w := pool.wrapped(r * pool.full.stride(0))) and w.row in written), None)
+        if wrap is not None:  # a written slot's offset wrapped onto another slot of the pool
+            raise PoolCorruption(case, f"pool slot {changed[0]} changed but the contract leaves it untouched: "
+                                 f"{wrap.describe('slot')}", cause=f"untouched pool slot changed where a wrapped "
+                                 f"int{wrap.bits} {wrap.unit} offset lands")
         raise PoolCorruption(case, f"pool slot {changed[0]} changed but the contract leaves it untouched "
                              f"(written slots: {sorted(written)})", cause="untouched pool slot changed")
     slots = sorted(written - racing)

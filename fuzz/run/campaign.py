@@ -2,9 +2,10 @@
 per (installation, family), then one table per installation of every distinct failure: its kind, target and
 operation, minimal coordinate, time to first hit and hits. Known-bug masks are off unless asked (--masks): a
 campaign hunts. A run cut off while shrinking still reports the smallest case of each failure its live log holds,
-marked "not minimal". A failure whose cause is a TypeError about the call's arguments is flagged ADAPTER ERROR: it is
-a defect of gdn-fuzz, never a finding. While the runs go, a terminal shows a live table of each (elapsed time, tests
-finished, examples, distinct failures, the test running: `Progress`); a log gets one line per finished test.
+marked "not minimal"; a later campaign given its --out (--resume) finishes those shrinks first. A failure whose
+cause is a TypeError about the call's arguments is flagged ADAPTER ERROR: it is a defect of gdn-fuzz, never a
+finding. While the runs go, a terminal shows a live table of each (elapsed time, tests finished, examples, distinct
+failures, the test running: `Progress`); a log gets one line per finished test.
 
     gdn-fuzz campaign --profile h200 --test-seconds 60 --workers 2 --out campaign/ \\
         --installation 0.7.4=/tmp/site --installation 0.6.11=/tmp/site-fi0611 flashinfer-
@@ -44,13 +45,15 @@ class Job:
 
 def run_job(job: Job, args, watch: Watch | None = None) -> dict:
     report, live = job.out / f"{job.name}.json", job.out / f"{job.name}-failures.jsonl"
+    resume = args.resume / live.name if args.resume else None  # the same job's live log in an earlier campaign
     for stale in (report, live, *job.out.glob(f"{report.name}.gw*")):  # an earlier campaign's, in the same --out
         stale.unlink(missing_ok=True)
     cmd = ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", job.family,
            f"--gdn-masks={args.masks}", f"--gdn-test-seconds={args.test_seconds:g}",
            f"--gdn-shrink-seconds={args.shrink_seconds:g}", f"--gdn-report={report}", f"--gdn-live-log={live}",
            *([f"-n{args.workers}"] if args.workers > 1 else []),
-           *([f"--gdn-db={job.out / (job.name + '-db')}"] if args.db_per_run else []), *args.pytest]
+           *([f"--gdn-db={job.out / (job.name + '-db')}"] if args.db_per_run else []),
+           *([f"--gdn-resume={resume}"] if resume and resume.is_file() else []), *args.pytest]
     began = time.monotonic()
     proc = job.where.pytest(cmd, job.out / f"{job.name}.log")
     if watch is not None:
@@ -68,8 +71,8 @@ def run_job(job: Job, args, watch: Watch | None = None) -> dict:
         failures += unfinished(live, {(f["target"], f["kind"]) for f in failures})
     records = [r for r in data.get("records", []) if r["target"].startswith(job.family)]
     return {"installation": job.where.label, "family": job.family, "seconds": round(time.monotonic() - began, 1),
-            "exit": proc.returncode, "killed": killed, "failures": failures, "errors": data["errors"],
-            "environment": data["environment"], "examples": len(records),
+            "exit": proc.returncode, "killed": killed, "db_per_run": args.db_per_run, "failures": failures,
+            "errors": data["errors"], "environment": data["environment"], "examples": len(records),
             "distinct": len({(r["target"], r["case"]) for r in records}),
             "buckets": len({r["bucket"] for r in records}),
             "targets": {n: t for n, t in data["targets"].items() if n.startswith(job.family)}}
@@ -334,6 +337,11 @@ def _check(args, wheres: list[installation.Installation]) -> None:
             ("--timeout", args.timeout, args.timeout is None or args.timeout > 0, "> 0")):
         if not ok:
             raise ValueError(f"{name} {value:g}: expected {expected}")
+    if args.resume and not args.resume.is_dir():
+        raise ValueError(f"--resume {args.resume}: no such directory (an earlier campaign's --out)")
+    if args.resume and args.resume.resolve() == args.out.resolve():
+        raise ValueError(f"--resume {args.resume}: give the new campaign another --out (its runs would replace the "
+                         "live logs they resume)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="an example database per run (OUT/NAME-db) instead of the profile's shared one: no run replays "
                         "what another found, so times to first hit are each run's own")
     p.add_argument("--out", type=Path, default=Path("campaign"))
+    p.add_argument("--resume", type=Path, metavar="OLD_OUT",
+                   help="an earlier campaign's --out: each run first finishes the shrinks the same run there left cut "
+                        "off (pytest --gdn-resume OLD_OUT/NAME-failures.jsonl, where that file exists)")
     p.add_argument("--render", type=Path, metavar="SUMMARY_JSON",
                    help="run nothing: print the tables of an earlier campaign's summary.json, triaged anew against "
                         "today's known-bug records (give its --profile, --test-seconds, --workers, --masks for the "

@@ -8,6 +8,8 @@ import re
 from collections import defaultdict
 
 from fuzz.case import Case
+from fuzz.run.report import FailureRecord
+from fuzz.run.result import CrashAttribution
 from fuzz.targets import triage
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # reports written before failures dropped the DSL's colour codes
@@ -25,7 +27,8 @@ def markdown(results: list[dict], args) -> str:
     for r in results:
         env = r["environment"]
         lines += [f"## {r['installation']}: {r['family']} ({r['seconds']} s{', KILLED' if r['killed'] else ''}, "
-                  f"pytest exit {r['exit']}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')})", ""]
+                  f"pytest exit {r['exit']}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')}"
+                  f"{_database(r.get('db_per_run'))})", ""]
         minutes = r["seconds"] / 60
         lines += [f"{r['distinct']} distinct cases ({r['examples']} checks) in {r['seconds']} s: "
                   f"**{r['distinct'] / minutes:.0f} distinct cases per minute**; {r['buckets']} compile buckets "
@@ -52,10 +55,18 @@ def markdown(results: list[dict], args) -> str:
     return "\n".join(lines)
 
 
+def _database(own: bool | None) -> str:
+    """Whether a run had an example database of its own (--db-per-run), so that its times to first hit are its own;
+    nothing for a summary written before runs said."""
+    return "" if own is None else "; its own example database" if own else "; no example database of its own"
+
+
 def _note(f: dict, version: str | None) -> str:
     """The triage column: an adapter error (ours), else the known bugs that explain the finding or NEW; then whether
-    the shrink finished, and the library's first line."""
+    the shrink finished, and the library's first line (a KernelCrash: which call crashed, its attribution)."""
     first = " ".join(_ANSI.sub("", f["detail"]).split())[:160]  # the DSL's error text starts on its second line
+    if f.get("attribution"):
+        first = CrashAttribution.from_json(f["attribution"]).summary
     if ADAPTER_ERROR.search(f["detail"]):
         return f"ADAPTER ERROR (ours) {first}"
     known = triage.verdict(_explaining(f, version))
@@ -67,12 +78,14 @@ def _explaining(f: dict, version: str | None) -> tuple:
 
     path = next(t.path for t in TARGETS if t.name == f["target"])
     cause = _ANSI.sub("", f["key"].split(" | ", 2)[-1] if f.get("key") else f["detail"])
-    return triage.explaining(f["kind"], cause, Case.parse(f["case"]), path, version)
+    return triage.explaining(f["kind"], cause, FailureRecord.from_json(f).failure.calls, path, version)
 
 
 def by_bug(r: dict) -> list[str]:
     """One run's failures rolled up per known bug (NEW: those no record explains; ADAPTER ERROR apart), in order of
-    first hit: how many distinct failures, their kinds and targets, the earliest hit and the smallest case."""
+    first hit: how many distinct failures, their kinds and targets, the earliest hit with the cases its test checked
+    before it, and the smallest case. A failure without a first hit (the live log's, from a run cut off) or written
+    before reports counted the cases before it shows "-"."""
     groups = defaultdict(list)
     for f in r["failures"]:
         adapter = ADAPTER_ERROR.search(f["detail"])
@@ -80,14 +93,17 @@ def by_bug(r: dict) -> list[str]:
         groups["ADAPTER ERROR (ours)" if adapter else " + ".join(b.id for b in bugs) or "NEW"].append(f)
     if not groups:
         return []
-    first = lambda fs: min((f["first_hit_seconds"] for f in fs if f["first_hit_seconds"] is not None),  # noqa: E731
-                           default=None)
-    lines = ["| known bug | distinct failures | kinds | targets | first hit | smallest case |",
-             "|---|---|---|---|---|---|"]
-    for name, fs in sorted(groups.items(), key=lambda kv: (first(kv[1]) is None, first(kv[1]) or 0)):
+    earliest = lambda fs: min((f for f in fs if f["first_hit_seconds"] is not None),
+                              key=lambda f: f["first_hit_seconds"], default={})
+    lines = ["| known bug | distinct failures | kinds | targets | first hit | cases before | smallest case |",
+             "|---|---|---|---|---|---|---|"]
+    order = lambda kv: (not earliest(kv[1]), earliest(kv[1]).get("first_hit_seconds", 0))
+    for name, fs in sorted(groups.items(), key=order):
         small = min(fs, key=lambda f: size(Case.parse(f["case"])))["case"]
-        hit = first(fs)
+        first = earliest(fs)
+        hit, before = first.get("first_hit_seconds"), first.get("examples_before")
         lines.append(f"| {name} | {len(fs)} | {', '.join(sorted({f['kind'] for f in fs}))} | "
                      f"{', '.join(sorted({f['target'] for f in fs}))} | {'-' if hit is None else f'{hit:.1f} s'} | "
+                     f"{'-' if before is None else before} | "
                      f"`{small if len(small) <= 130 else small[:127] + '...'}` |")
     return lines

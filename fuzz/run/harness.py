@@ -11,13 +11,15 @@ import torch
 
 from fuzz.case import Case
 from fuzz.generate.materialize import materialize
-from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidInput
+from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidInput, normalized
 from fuzz.judge.oracle import expected
 from fuzz.judge.verdict import judge
 from fuzz.run.memory import exclusive_if_heavy
 from fuzz.run.result import CheckResult, Failure
 from fuzz.targets.api import AdapterError
 from fuzz.targets.base import Target
+
+PHASES = ("tensors", "oracle", "warm-up call", "kernel call", "verdict")  # what check() tells its on_phase hook
 
 
 def dispatch_bucket(target: Target, case: Case) -> str:
@@ -40,14 +42,22 @@ def failure_bucket(target: Target, case: Case) -> str:
 class _Check:
     """The mutable state of one check while it runs: phase times, coverage events, comparisons."""
 
-    def __init__(self, device: str):
-        self.device = device
+    def __init__(self, device: str, on_phase=None):
+        self.device, self.on_phase = device, on_phase
         self.phases: dict[str, float] = {}
         self.events: list[str] = []
         self.compared: list = []
 
+    def reached(self, phase: str) -> None:
+        """Tell the caller the PHASES entry the check enters: a crash that takes the process down leaves no result
+        to say where it happened (fuzz.run.worker publishes it to its parent)."""
+        if self.on_phase is not None:
+            self.on_phase(phase)
+
     @contextmanager
-    def phase(self, name: str):
+    def phase(self, name: str, reached: str | None = None):
+        """Time phase `name`; it begins PHASES entry `reached` (default: its name)."""
+        self.reached(reached or name)
         start = time.perf_counter()
         try:
             yield
@@ -57,17 +67,21 @@ class _Check:
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
 
-def check(target: Target, case: Case, device: str) -> CheckResult:
-    """Run the case on the target and judge it."""
-    run = _Check(device)
-    failure = None
-    with exclusive_if_heavy(case, device):  # one memory-heavy check at a time per device, across processes
+def check(target: Target, case: Case, device: str, on_phase=None) -> CheckResult:
+    """Run the case on the target and judge it. on_phase(name), if given, is told each PHASES entry as it begins."""
+    run = _Check(device, on_phase)
+    failure = unjudged = None
+    with exclusive_if_heavy(case, device, target.offset_bits()):  # one memory-heavy check at a time per device
         try:
             _differential(target, case, run)
         except GdnFailure as error:
             failure = Failure.from_exception(error, failure_bucket(target, case), _notes(error))
+        except torch.OutOfMemoryError as error:  # the device's limit, not the kernel's: never a finding
+            unjudged = f"out of memory: {normalized(str(error))}"
+            if str(device).startswith("cuda"):
+                torch.cuda.empty_cache()
     return CheckResult(target.name, case, dispatch_bucket(target, case), failure, tuple(run.compared), run.phases,
-                       tuple(run.events))
+                       tuple(run.events), unjudged)
 
 
 def _notes(error: GdnFailure) -> tuple[str, ...]:
@@ -80,12 +94,12 @@ def _notes(error: GdnFailure) -> tuple[str, ...]:
 def _differential(target: Target, case: Case, run: _Check) -> None:
     sem = target.semantics()
     with run.phase("tensors"):
-        t = materialize(case, run.device)
+        t = materialize(case, run.device, offset_bits=target.offset_bits())
     run.events.append(f"contract: {sem.pad.read}/{sem.pad.write}, padded rows {'yes' if any(case.padded) else 'no'}")
     run.events.append(f"gate regime: {case.gate}")
     if not case.valid:
         try:
-            with run.phase("kernel"):
+            with run.phase("kernel", "kernel call"):
                 target.call(case, t)
         except Exception as e:  # noqa: BLE001 - any clean error is a rejection
             run.events.append(f"rejected invalid input: {type(e).__name__}")
@@ -96,11 +110,12 @@ def _differential(target: Target, case: Case, run: _Check) -> None:
     with run.phase("oracle"):
         want = expected(case, t, sem)
     try:
-        with run.phase("kernel"):
+        with run.phase("kernel", "warm-up call"):
             _warm_up(target, case, run.device)
+            run.reached("kernel call")
             got = target.call(case, t)
-    except AdapterError:
-        raise  # our adapter built a call the release cannot take: a defect of gdn-fuzz, never a finding
+    except (AdapterError, torch.OutOfMemoryError):
+        raise  # our adapter's defect, or the device's memory: never a finding
     except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
         raise RejectedValidInput.raised(case, e) from e
     with run.phase("verdict"):
@@ -111,7 +126,7 @@ def _warm_up(target: Target, case: Case, device: str) -> None:
     """Case.warm_pool: an unjudged first call on a larger pool (same slots, so every index stays in range)."""
     if case.warm_pool:
         warm = case.replace(pool=case.pool + case.warm_pool, warm_pool=0)
-        target.call(warm, materialize(warm, device))
+        target.call(warm, materialize(warm, device, offset_bits=target.offset_bits()))
 
 
 def verify(target: Target, case: Case, device: str) -> CheckResult:

@@ -16,6 +16,7 @@ few workers queueing stay far below the default 120 s.
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import re
 import tempfile
@@ -26,7 +27,7 @@ from pathlib import Path
 import torch
 
 from fuzz.case import TORCH_DTYPES, Case
-from fuzz.generate.materialize import CHUNK, GUARD_SLOTS, named_slots
+from fuzz.generate.materialize import CHUNK, GUARD_SLOTS, OFFSET_BITS, lead_rows, named_slots
 
 HEAVY_BYTES = 4 << 30  # estimates above this run one at a time per device
 F64 = 8  # the oracle and the verdict compute in float64
@@ -41,15 +42,16 @@ COMPARE_OWN_COPIES = 4
 FILLER_BYTES_PER_ELEMENT = 48
 
 
-def peak_bytes(case: Case) -> int:
+def peak_bytes(case: Case, offset_bits: int = OFFSET_BITS) -> int:
     """An estimate of the device memory one check of `case` holds at its peak (fuzz.run.harness): the case's guarded
     buffers throughout, the oracle's two sparse results (float64 and the precision model) from the oracle on, and on
     top of them the largest transient of one stage: the oracle's working set, the warm-up call's own buffers, the
     verdict's float64 comparison, or the filler blocks that fill and check the pool. The library's own workspace is
     not counted (the GPU kernels work in place); tests/test_scaleout.py holds it to a check measured on the CPU."""
+    warm = case.replace(pool=case.pool + case.warm_pool, warm_pool=0)
     transient = max(_oracle_working(case), _comparison(case), _filler_blocks(case),
-                    _buffers(case.replace(pool=case.pool + case.warm_pool, warm_pool=0)) if case.warm_pool else 0)
-    return _buffers(case) + 2 * _oracle_result(case) + transient
+                    _buffers(warm, offset_bits) if case.warm_pool else 0)
+    return _buffers(case, offset_bits) + 2 * _oracle_result(case) + transient
 
 
 def _sizes(case: Case) -> tuple[int, int, int]:
@@ -58,13 +60,16 @@ def _sizes(case: Case) -> tuple[int, int, int]:
             TORCH_DTYPES[case.input_dtype].itemsize)
 
 
-def _buffers(case: Case) -> int:
+def _buffers(case: Case, offset_bits: int = OFFSET_BITS) -> int:
     """fuzz.generate.materialize: the pool with its guard slots and gaps, the intermediate buffer with its guard rows
-    and spare steps, the output with its guard rows, the inputs and gates, and the kept copy of the named slots."""
+    and spare steps (each with the guard below that a wrapped offset needs: lead_rows), the output with its guard
+    rows, the inputs and gates, and the kept copy of the named slots."""
     state, st, inp = _sizes(case)
     tokens = sum(case.tokens)
-    pool = (case.pool + 2 * GUARD_SLOTS) * (case.HV + case.pool_gap) * case.K * case.V * st
-    inter = (case.inter_rows + 2) * (case.inter_steps + case.inter_spare_steps) * state * st if case.inter_rows else 0
+    slot = (case.pool, case.HV + case.pool_gap, case.K * case.V)
+    pool = (case.pool + lead_rows(slot, GUARD_SLOTS, offset_bits) + GUARD_SLOTS) * math.prod(slot[1:]) * st
+    steps = (case.inter_rows, (case.inter_steps + case.inter_spare_steps) * state)
+    inter = (case.inter_rows + lead_rows(steps, 1, offset_bits) + 1) * steps[1] * st if case.inter_rows else 0
     output = (tokens + 2) * case.HV * case.V * inp
     inputs = tokens * ((2 * case.H * case.K + case.HV * case.V + 2 * case.HV) * inp + 2 * case.HV * 4)
     return pool + inter + output + inputs + len(named_slots(case)) * state * st
@@ -105,9 +110,9 @@ def _filler_blocks(case: Case) -> int:
 
 
 @contextmanager
-def exclusive_if_heavy(case: Case, device: str | torch.device) -> Iterator[None]:
+def exclusive_if_heavy(case: Case, device: str | torch.device, offset_bits: int = OFFSET_BITS) -> Iterator[None]:
     """Run the body under `device_lock` when the case's estimate exceeds HEAVY_BYTES, else as it is."""
-    if peak_bytes(case) <= HEAVY_BYTES:
+    if peak_bytes(case, offset_bits) <= HEAVY_BYTES:
         yield
         return
     with device_lock(device):

@@ -4,8 +4,9 @@ parametrization, fuzz tests run in rounds, corpus entries and sanitizer reports 
 
 Bad input is refused at configure time with one line and pytest's usage-error exit (4): an unknown profile, a GPU
 profile without a GPU, an override module that does not import, an unknown family, an unknown mask policy, a count
-or time box out of range, a report or live log in a directory that does not exist, a corpus that does not load. A
-run in which fuzz tests were selected but no example was checked exits 5: a green run means something ran.
+or time box out of range, a report or live log in a directory that does not exist, a live log to resume that is not
+one, a corpus that does not load. A run in which fuzz tests were selected but no example was checked exits 5: a green
+run means something ran.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 from fuzz.generate.profiles import PROFILES, budget_for, database, register_profiles
 from fuzz.run.report import RunReport, merge_parts
-from fuzz.run.session import FuzzSession, Options
+from fuzz.run.session import FuzzSession, Options, resumable
 from fuzz.run.worker import DEFAULT_TIMEOUT
 from fuzz.targets.known_bugs import MASK_POLICIES
 
@@ -65,6 +66,9 @@ def pytest_addoption(parser):
         help="the Hypothesis example database: a directory, or a redis server shared across hosts")
     add("--gdn-live-log", default=None, metavar="FILE",
         help="append every failing example to FILE as it happens, one JSON line each (survives a killed run)")
+    add("--gdn-resume", default=None, metavar="LIVE_LOG",
+        help="the --gdn-live-log of an earlier run: before its rounds, each fuzz test shrinks the failures that run "
+             "logged on its target and operation and did not report minimal (a shrink its time box cut off)")
     add("--gdn-isolate", action="store_true", default=False,
         help="run each check in a worker process restarted after a crash or hang (KernelCrash, KernelHang) instead "
              "of in pytest's process; use it on the GPU profiles: an illegal memory access poisons the CUDA context")
@@ -82,6 +86,7 @@ def pytest_configure(config):
                                 f"{', '.join(PROFILES)}")
     _check_numbers(config)
     _check_paths(config)
+    _check_resume(config)
     budget = budget_for(profile)
     if budget.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before any target imports triton
@@ -130,7 +135,8 @@ def pytest_configure(config):
                       examples=config.getoption("gdn_examples"), shrink=not config.getoption("gdn_no_shrink"),
                       masks=config.getoption("gdn_masks"),
                       live_log=Path(p) if (p := config.getoption("gdn_live_log")) else None,
-                      seed=_int_or_none(config.getoption("hypothesis_seed", None)))
+                      seed=_int_or_none(config.getoption("hypothesis_seed", None)),
+                      resume=Path(p) if (p := config.getoption("gdn_resume")) else None)
     ACTIVE = FuzzSession(profile, budget, options)
 
 
@@ -153,6 +159,18 @@ def _check_paths(config) -> None:
         if (path := config.getoption(name)) and not Path(path).resolve().parent.is_dir():
             raise pytest.UsageError(f"--{name.replace('_', '-')}={path}: no directory {Path(path).parent} to write "
                                     "it in")
+
+
+def _check_resume(config) -> None:
+    """Every fuzz test reads the live log to resume: a missing or unreadable one stops the run here."""
+    if not (path := config.getoption("gdn_resume")):
+        return
+    if not Path(path).is_file():
+        raise pytest.UsageError(f"--gdn-resume={path}: no such file (the --gdn-live-log of an earlier run)")
+    try:
+        resumable(Path(path), "", "")  # every line read as a test reads it (none is on target "")
+    except (ValueError, KeyError, TypeError) as e:
+        raise pytest.UsageError(f"--gdn-resume={path}: not a --gdn-live-log ({type(e).__name__}: {e})") from None
 
 
 def _check_corpus(config) -> None:
@@ -212,8 +230,8 @@ def pytest_generate_tests(metafunc):
         masks = [] if reason else [ACTIVE.masked_reason(target, o)
                                    for o in (sorted(target.support.ops) if serving else [op])]
         masked = bool(masks) and all(masks) and "; ".join(masks)  # serving: unavailable once every op is masked
-        if large and not reason and not ACTIVE.budget.large_slots:
-            reason = f"pools past int32 element offsets (8 GiB) need a GPU profile; profile '{ACTIVE.profile}'"
+        if large and not reason:
+            reason = ACTIVE.large_unavailable(target, op)
         marks = []
         if reason and not ACTIVE.must_run(target):
             marks.append(pytest.mark.skip(reason=f"{target.name} unavailable: {reason}"))

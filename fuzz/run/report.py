@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzz.run.result import CheckResult, Failure
+from fuzz.run.result import CheckResult, CrashAttribution, Failure
 
 SCHEMA = 2
 
@@ -40,13 +40,17 @@ class FailureRecord:
                 "detail": f.detail, "cause": f.cause, "bucket": f.bucket, "notes": list(f.notes),
                 "first_hit_seconds": round(self.first_hit_seconds, 3), "examples_before": self.examples_before,
                 "hits": self.hits, "minimal": self.minimal, "reproduced_on_rerun": self.reproduced_on_rerun,
-                "corpus": self.corpus}
+                "corpus": self.corpus, "attribution": f.attribution.to_json() if f.attribution else None,
+                "before": [repr(c) for c in f.before]}
 
     @classmethod
     def from_json(cls, d: dict) -> FailureRecord:
         from fuzz.case import Case
 
-        failure = Failure(d["kind"], Case.parse(d["case"]), d["detail"], d["cause"], d["bucket"], tuple(d["notes"]))
+        crash = d.get("attribution")  # absent in reports written before crashes were attributed
+        failure = Failure(d["kind"], Case.parse(d["case"]), d["detail"], d["cause"], d["bucket"], tuple(d["notes"]),
+                          CrashAttribution.from_json(crash) if crash else None,
+                          tuple(Case.parse(c) for c in d.get("before", ())))  # absent before sequences were kept
         return cls(d["test"], d["target"], failure, d["first_hit_seconds"], d["examples_before"], d["hits"],
                    d["minimal"], d["reproduced_on_rerun"], d["corpus"])
 
@@ -100,11 +104,15 @@ class RunReport:
             lines.append(f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
                          f"{', '.join(runs) or 'no examples (not selected)'}")
             lines += [f"  {name:34s} UNAVAILABLE for {op}: {why}" for op, why in sorted(t.get("ops_off", {}).items())]
+            lines += [f"  {name:34s} large pools, {op}: {why}" for op, why in sorted(t.get("large_off", {}).items())]
         if self.isolation:
             s = self.isolation
             per = f", {s['start_seconds'] / s['starts']:.2f} s per start" if s["starts"] else ""
             lines.append(f"  isolated in worker processes: {s['calls']} calls, {s['starts']} starts ({s['restarts']} "
                          f"restarts{per}), {s['crashes']} crashes, {s['hangs']} hangs")
+        if unjudged := Counter(r["target"] for r in self.records if r["outcome"] == "unjudged"):
+            lines.append("  not judged (the device ran out of memory; no verdict, not a finding): "
+                         + ", ".join(f"{name} {n}" for name, n in sorted(unjudged.items())))
         if self.failures:
             lines.append(f"  {len(self.failures)} distinct failure(s):")
             for f in self.failures:

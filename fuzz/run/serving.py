@@ -19,8 +19,10 @@ A failure of 2, 4 or 5 after earlier calls is run again alone (`Alone`): the sam
 module and a copy of the same pool (in this process: a reloaded module is what a fresh process gives it), or, for the
 installed library, the step's coordinate in a fresh worker process whose FLASHINFER_WORKSPACE_BASE and TRITON_CACHE_DIR
 are empty directories. Failing alone too, it is the plain kind (and the sequence shrinks to that call); passing alone,
-a changed slot outside the call's requests is a StateLeak and anything else a StaleCompile. Failures 1 and 3 are
-cross-call by definition.
+a changed slot outside the call's requests is a StateLeak and anything else a StaleCompile, which names what the
+call changed among the arguments a compile cache could key on (fuzz.generate.serving.COMPILE_ARGS) since the first
+earlier call of its op and T with other values of them (`changed_from`): the kernel that call compiled is the one a
+stale cache serves. Failures 1 and 3 are cross-call by definition.
 
 Compile caches and any other library state are reset before every sequence where they can be (an override module is
 reloaded: it must survive importlib.reload, as the CPU stand-ins and mutants do), so a sequence fails or passes by
@@ -47,7 +49,7 @@ from hypothesis.errors import InvalidArgument
 
 from fuzz.case import DTYPE_NAMES
 from fuzz.generate.materialize import GUARD_SLOTS, Guarded, Tensors, bits, materialize
-from fuzz.generate.serving import Step
+from fuzz.generate.serving import Step, compile_changes
 from fuzz.judge.failures import (GdnFailure, GuardBreach, OutputAliased, OutputMismatch, PoolCorruption,
                                  RejectedValidInput, StaleCompile, StateLeak, normalized)
 from fuzz.judge.oracle import expected
@@ -178,7 +180,9 @@ class ServingRun:
         for text in result.events if _build_context() else ():
             hypothesis.event(text)
         if result.failure is not None:
-            self.failed = (result.failure.with_notes(sequence_note(self.steps)), tuple(self.steps), reproduced)
+            failure = dataclasses.replace(result.failure.with_notes(sequence_note(self.steps)),
+                                          before=tuple(s.case for s in self.steps[:-1]))
+            self.failed = (failure, tuple(self.steps), reproduced)
             self.raises = test is None or test.hit(*self.failed)
         return result
 
@@ -193,9 +197,11 @@ class ServingRun:
         kind = StateLeak if stage == "footprint" else StaleCompile
         after = (f"after {earlier} earlier call(s)" if earlier else
                  "with no earlier call in this sequence: the library's caches kept a kernel from an earlier example")
+        changed, what = changed_from(self.steps) if kind is StaleCompile else ("", "")
         return Failure(kind.__name__, failure.case, f"call {len(self.steps)} fails {after} ({failure.kind}: "
-                       f"{failure.detail}); {how} it passes", f"{failure.kind} after earlier calls, not alone: "
-                       f"{failure.cause}", failure.bucket, failure.notes), False
+                       f"{failure.detail}); {how} it passes{changed}",
+                       f"{failure.kind} after {f'a call that differed in {what}' if what else 'earlier calls'}, "
+                       f"not alone: {failure.cause}", failure.bucket, failure.notes), False
 
     # ---- one call, judged ----------------------------------------------------------------------------------------
     def execute(self, step: Step) -> tuple[CheckResult, str]:
@@ -314,6 +320,30 @@ def shortest(target: Target, device: str, failed: tuple, alone: Alone, go_on=lam
     return failed
 
 
+def changed_from(steps) -> tuple[str, str]:
+    """What the last call changed among COMPILE_ARGS since the first earlier call of its op and T (a prefill: of its
+    op, T is no compile constant there) with other values of them: a cache keyed without one of them compiled its
+    kernel at that call and served it to the later ones (the calls between, which passed, change nothing here, so
+    deleting them keeps the failure's key). Returns a clause for the detail, with the values, and the words for the
+    cause, which is part of the failure key: the argument's name where one changed (a variation), "several compile
+    arguments" where more did (a fresh call: naming each set would split one bug into a failure per set). Both empty
+    when no such call came before."""
+    *earlier, last = (s.case for s in steps)
+    shape = lambda c: (c.op, 0 if c.op == "prefill" else c.T)  # noqa: E731
+    differing = [(i, changes) for i, case in enumerate(earlier)
+                 if shape(case) == shape(last) and (changes := compile_changes(case, last))]
+    if not differing:
+        return "", ""
+    i, changes = differing[0]
+    kind = "prefill" if last.op == "prefill" else f"{last.op} of T{last.T}"
+    which = ("the call before it" if i == len(earlier) - 1 else
+             f"call {i + 1}, the first {kind} with other values of them,")
+    values = ", ".join(f"{name} {old} -> {new}" for name, old, new in changes)
+    if len(changes) == 1:
+        return f"; {which} differed only in {values}", changes[0][0]
+    return f"; {which} differed in {values}", "several compile arguments"
+
+
 def sequence_note(steps) -> str:
     return "the calls, one coordinate each (fuzz.generate.serving.Step.parse), the last one failing:\n" + "\n".join(
         f"  {i}. {s!r}" for i, s in enumerate(steps, 1))
@@ -376,4 +406,5 @@ def final_replay() -> bool:
     return bool((context := _build_context()) and context.is_final)
 
 
-__all__ = ["Alone", "ServingRun", "final_replay", "fresh_library", "replay", "sequence_note", "shortest"]
+__all__ = ["Alone", "ServingRun", "changed_from", "final_replay", "fresh_library", "replay", "sequence_note",
+           "shortest"]

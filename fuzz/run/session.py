@@ -12,6 +12,10 @@ found a failure may check new cases for --gdn-shrink-seconds more, to shrink it.
 case Hypothesis replays (its final replay of a shrunk failure, or a case drawn again) is not run twice and gives the
 same verdict.
 
+Before its rounds, a test given an earlier run's live log (--gdn-resume) finishes the shrinks that run's time box cut
+off: each failure it logged on the test's target and operation and did not report minimal is reduced from its
+smallest logged case (fuzz.run.reduce) and reported, so no finding stays unshrunk for want of being found again.
+
 Under HypoFuzz, or called directly, the same test body runs without rounds or time box: every failure raises.
 """
 from __future__ import annotations
@@ -29,12 +33,15 @@ from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
 
 from fuzz.case import Case
-from fuzz.generate.profiles import Budget
-from fuzz.generate.strategies import cases
+from fuzz.generate.profiles import Budget, sized
+from fuzz.generate.strategies import cases, large_buckets
+from fuzz.run.campaign_tables import size
 from fuzz.run.harness import check
+from fuzz.run.reduce import reduce
 from fuzz.run.report import FailureRecord, RunReport
+from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure, failures_in
-from fuzz.run.worker import DEFAULT_TIMEOUT, check_isolated, worker_for
+from fuzz.run.worker import DEFAULT_TIMEOUT, attributed, check_isolated, worker_for
 from fuzz.targets.base import Target, Unavailable
 from fuzz.targets.known_bugs import masked_reason
 
@@ -56,6 +63,7 @@ class Options:
     masks: str = "release"  # known-bug mask policy (fuzz.targets.known_bugs.MASK_POLICIES)
     live_log: Path | None = None  # every failing example appended as one JSON line, as it happens
     seed: int | None = None  # --hypothesis-seed: the rounds' seeds derive from it
+    resume: Path | None = None  # an earlier run's live log, whose cut-off shrinks each test finishes first
 
 
 @dataclass
@@ -103,7 +111,7 @@ def round_size(test, left: int, first: int) -> int:
 
 class FuzzSession:
     def __init__(self, profile: str, budget: Budget, options: Options = Options()):
-        self.profile, self.budget, self.options = profile, budget, options
+        self.profile, self.budget, self.options = profile, sized(budget), options
         self.report = RunReport(profile, budget.device)
         self.unavailable: dict[str, str | None] = {}
         self.new_corpus: list[str] = []
@@ -138,6 +146,20 @@ class FuzzSession:
 
     def masked_reason(self, target: Target, op: str) -> str | None:
         return masked_reason(self.bugs(target), op)
+
+    def large_unavailable(self, target: Target, op: str) -> str | None:
+        """Why the large-pool test of `op` cannot run on `target` (no pool on this release, or no large case fits
+        this device's memory), or None; buckets left out for memory are noted in the targets table."""
+        sup = target.declared(self.bugs(target))
+        if not sup.pool:
+            return "this release takes no slot-addressed pool (identity slots): no slot offsets to overflow"
+        if not sup.wide_offsets:
+            masking = [b for b in self.bugs(target) if b.mask.get("wide_offsets") is False]
+            return "; ".join(f"known bug {b.id} ({b.releases}): {b.summary} (corpus/ replays it)" for b in masking)
+        fits, why = large_buckets(target, op, self.budget, self.bugs(target))
+        if why:
+            self.report.targets.setdefault(target.name, {}).setdefault("large_off", {})[op] = why
+        return None if fits else why
 
     # ---- one example ---------------------------------------------------------------------------------------------
     def example(self, target: Target, op: str, case: Case) -> CheckResult | None:
@@ -207,6 +229,7 @@ class FuzzSession:
         budget = self.options.examples or settings.default.max_examples
         base_seed = self.options.seed if self.options.seed is not None else _seed_of(nodeid, self.profile)
         try:
+            self._resume(test)
             while budget - test.drawn > 0 and (test.deadline is None or time.monotonic() < test.deadline):
                 drawn = test.drawn
                 self._round(test, test_fn, round_size(test, budget - test.drawn, FIRST_ROUND), base_seed)
@@ -245,14 +268,64 @@ class FuzzSession:
                 self._reported(test, failure)
 
     def _reported(self, test: TestRun, failure: Failure) -> None:
+        """Report a distinct failure once: its minimal case re-checked, and an isolated crash attributed to the call
+        that makes it (fuzz.run.worker.attributed: fresh workers, CUDA_LAUNCH_BLOCKING=1)."""
         if failure.key in test.reported:
             return
+        if self.options.isolate and failure.kind == "KernelCrash":
+            failure = attributed(test.target, failure, test.target.device(self.budget.device), self.options.timeout)
         seconds, before = test.first_hits.get(failure.key, (time.monotonic() - test.started, test.checked))
         record = FailureRecord(test.nodeid, test.target.name, failure, seconds, before,
                                test.hits.get(failure.key, 1), minimal=self.options.shrink)
         record.reproduced_on_rerun = self.check(test.target, failure.case).failure is not None
         test.reported[failure.key] = record
         self.report.add_failure(record)
+
+    def _resume(self, test: TestRun) -> None:
+        """Finish the shrinks an earlier run cut off (--gdn-resume), before the rounds: each failure it logged on this
+        test's target and operation and did not report minimal. Their checks are a round's shrink steps
+        (round_failed_at set): cached, recorded and logged, outside the examples budget."""
+        if self.options.resume is None:
+            return
+        for key, logged in resumable(self.options.resume, test.target.name, test.op).items():
+            self._finish_shrink(test, key, logged)
+        test.round_failed_at = None
+
+    def _finish_shrink(self, test: TestRun, key: str, logged: Case) -> None:
+        """Reduce a logged failure with this session's check, for at most --gdn-shrink-seconds, and report it; the
+        failure key must stay the same. A logged case that no longer fails so is left to the rounds."""
+        def failure_of(case: Case) -> Failure | None:
+            result = self.example(test.target, test.op, case)
+            failure = None if result is None else result.failure
+            return failure if failure is not None and failure.key == key else None
+
+        test.round_failed_at = time.monotonic()
+        deadline = test.round_failed_at + self.options.shrink_seconds
+        if failure_of(logged) is None:
+            return
+        smallest, checks = reduce(logged, lambda case: failure_of(case) is not None,
+                                  lambda: time.monotonic() < deadline)
+        finished = time.monotonic() < deadline  # its last pass accepted nothing, before the cap
+        self._reported(test, failure_of(smallest).with_notes(
+            f"shrunk by fuzz.run.reduce from {logged!r} (an earlier run's cut-off shrink): {checks} checks"
+            + ("" if finished else ", cut off by --gdn-shrink-seconds")))
+        test.reported[key].minimal = finished  # the reducer's shrink, which --gdn-no-shrink does not turn off
+
+
+def resumable(live: Path, target: str, op: str) -> dict[str, Case]:
+    """The failures an earlier run logged (--gdn-live-log) on `target` and `op` and did not report minimal: failure
+    key -> its smallest logged case. The run's report, where it sits beside the log as a campaign names them
+    (NAME.json beside NAME-failures.jsonl), says which it reported minimal; without one, every key is taken."""
+    beside = live.with_name(live.name.removesuffix("-failures.jsonl") + ".json")
+    report = load_report(beside) if live.name.endswith("-failures.jsonl") else None
+    done = {f.get("key") for f in (report or {}).get("failures", []) if f["minimal"]}
+    smallest: dict[str, Case] = {}
+    for d in map(json.loads, filter(None, live.read_text().splitlines())):
+        case, key = Case.parse(d["case"]), d["key"]
+        if d["target"] == target and case.op == op and key not in done and \
+                (key not in smallest or size(case) < size(smallest[key])):
+            smallest[key] = case
+    return smallest
 
 
 def logged_failures(path: Path) -> list[tuple[str, str, Case]]:
@@ -298,6 +371,9 @@ def fuzz_test(op: str, large: bool = False):
         result = session.example(target, op, case)
         if result is None:  # past the time box: drawn, not checked
             return
+        if result.unjudged:  # the device could not hold it: no verdict either way (the report counts these)
+            hypothesis.event(f"unjudged: {result.unjudged}")
+            hypothesis.reject()
         for text in result.events:
             hypothesis.event(text)
         if result.comparisons:

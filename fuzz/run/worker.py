@@ -14,6 +14,13 @@ fork, the parent may have CUDA initialised). Only the Case goes in; the child's 
   * no answer within the per-call timeout: the child's stacks are dumped to its stderr (SIGUSR1), it is
     killed, `KernelHang`.
 
+A dead child leaves no result, so it publishes where it is as it goes: the check's phase (STAGES: tensors, oracle,
+warm-up call, kernel call, verdict, then its health probe) in one shared byte. A crash names that phase in its detail
+and cause, and carries a `CrashAttribution` with the case the same child checked before. Kernels launch
+asynchronously, so the phase is where the error surfaced, not always where it was made (an illegal address can
+surface in the next case's tensors): `attributed` re-runs a distinct crash with CUDA_LAUNCH_BLOCKING=1 in fresh
+workers, alone and after that previous case, to find the call that makes it.
+
 A dead or discarded child is replaced lazily, on the next call: restarts happen only after crashes and
 hangs, and Hypothesis shrinks a crash like any other failure (each crashing shrink step costs a restart).
 A restart costs an interpreter and the torch import (about 1.5 s on a CPU machine) plus, on a GPU, a CUDA
@@ -40,8 +47,8 @@ from multiprocessing.connection import wait
 
 from fuzz.case import Case
 from fuzz.judge.failures import KernelCrash, KernelHang, normalized
-from fuzz.run.harness import dispatch_bucket, failure_bucket
-from fuzz.run.result import CheckResult, Failure
+from fuzz.run.harness import PHASES, dispatch_bucket, failure_bucket
+from fuzz.run.result import CheckResult, CrashAttribution, Failure, in_phase
 
 DEFAULT_TIMEOUT = 120.0  # seconds per call; the first call on a fresh worker may compile
 STARTUP_TIMEOUT = 300.0  # interpreter + torch + the fuzz package (no kernel compiles happen at start-up)
@@ -51,6 +58,8 @@ POISON_MARKERS = ("illegal memory access", "illegal address", "unspecified launc
                   "device-side assert", "misaligned address", "illegal instruction", "invalid program counter",
                   "hardware stack error", "uncorrectable ecc", "launch timed out", "cuda_error_", "cudaerror")
 STDERR_LINES = 20  # stderr tail quoted in a crash / hang report
+STAGES = (*PHASES, "health probe")  # where a child can be while it serves a check, published by index
+BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}  # a kernel's error raises in the call that launched it
 
 # faulthandler lines that say nothing about the kernel: the spawn bootstrap frames, the extension list
 _NOISE = re.compile(r'File "(<string>|.*[/\\]multiprocessing[/\\][^"]*)"|^Extension modules:')
@@ -84,11 +93,14 @@ class WorkerStats:
 class Worker:
     """One spawned child running `fuzz.run.harness.check` for one (family overrides, device)."""
 
-    def __init__(self, overrides: dict[str, str], device: str, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, overrides: dict[str, str], device: str, timeout: float = DEFAULT_TIMEOUT,
+                 env: dict[str, str] | None = None):
+        """env: set in the child on top of INHERITED_ENV (BLOCKING for a crash's attribution)."""
         self.overrides, self.device, self.timeout = dict(overrides), device, timeout
-        self.env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
+        self.env = {**{k: os.environ[k] for k in INHERITED_ENV if k in os.environ}, **(env or {})}
         self.stats = WorkerStats()
-        self._proc = self._conn = None
+        self._proc = self._conn = self._stage = None
+        self._last = None  # (target name, case) the current child checked last: a crash's previous case
         self._dir = tempfile.mkdtemp(prefix="gdn-worker-")
         self.log_path = os.path.join(self._dir, "stderr.log")  # the child's stdout + stderr, per start
 
@@ -108,6 +120,7 @@ class Worker:
         if not self.alive:
             self.start()  # first call, or the last child crashed / hung / was discarded
         self.stats.calls += 1
+        previous, self._last = self._last, (name, case)
         try:
             self._conn.send(("check", name, case))
             reply = self._receive(self.timeout)
@@ -125,32 +138,37 @@ class Worker:
                 cause="no return within the timeout"), f"its stacks at the timeout (stderr):\n{tail}")
         if reply is _DIED:
             self.stats.crashes += 1
-            status = self._exit_status()
+            status, phase = self._exit_status(), _stage(self._stage.value)
             self.stop(graceful=False)
             return _crashed(target, case, bucket, KernelCrash(
-                case, f"{name} killed the worker process ({status})", cause=f"worker died ({normalized(status)})"),
-                f"its last stderr lines:\n{self._tail()}")
-        kind, payload, probe = reply
+                case, f"{name} killed the worker process {in_phase(phase)} ({status})",
+                cause=f"worker died {in_phase(phase)} ({normalized(status)})"),
+                f"its last stderr lines:\n{self._tail()}", _seen(name, previous, phase))
+        kind, payload, ended, probe = reply
         if kind == "error" and poisoned(payload):  # a CUDA error of the kernel, surfaced outside the call
             self.stats.crashes += 1
             self.stop(graceful=False)
             return _crashed(target, case, bucket, KernelCrash(
-                case, f"{name}: the CUDA context was poisoned during the check (raised outside the library call: the "
-                      "kernel's error surfaced at a later CUDA call); worker discarded",
-                cause="CUDA context poisoned (surfaced outside the call)"), f"the worker's traceback:\n{payload}")
+                case, f"{name}: the CUDA context was poisoned during the check (raised outside the library call, "
+                      f"{in_phase(ended)}: the kernel's error surfaced at a later CUDA call); worker discarded",
+                cause=f"CUDA context poisoned (surfaced outside the call, {in_phase(ended)})"),
+                f"the worker's traceback:\n{payload}", _seen(name, previous, ended))
         if kind == "error":
             raise WorkerError(f"{case!r}: the harness raised in the worker: {payload}")
         result: CheckResult = payload
         failure = result.failure
-        if probe or (failure is not None and poisoned(failure.detail)):
+        raised = failure is not None and poisoned(failure.detail)  # the library's own call raised the CUDA error
+        if probe or raised:
             self.stats.crashes += 1
             self.stop(graceful=False)
+            phase = ended if raised else "health probe"
             what = f"{failure.kind}: {failure.detail}" if failure else "the check passed"
-            crash = KernelCrash(case, f"{name} poisoned the CUDA context ({what}"
+            crash = KernelCrash(case, f"{name} poisoned the CUDA context {in_phase(phase)} ({what}"
                                 f"{f'; health probe: {probe}' if probe else ''}); worker discarded",
-                                cause=f"CUDA context poisoned ({failure.cause if failure else 'health probe'})")
+                                cause=f"CUDA context poisoned {in_phase(phase)}"
+                                      f"{f' ({failure.cause})' if failure else ''}")
             return dataclasses.replace(result, failure=Failure.from_exception(
-                crash, bucket, (f"its last stderr lines:\n{self._tail()}",)))
+                crash, bucket, (f"its last stderr lines:\n{self._tail()}",), _seen(name, previous, phase)))
         return result
 
     # ---- the process --------------------------------------------------------------------------
@@ -165,8 +183,9 @@ class Worker:
         open(self.log_path, "w").close()
         ctx = multiprocessing.get_context("spawn")
         conn, child_conn = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child_conn, self.overrides, self.device, self.env, self.log_path),
-                           name=f"gdn-worker-{self.device}", daemon=True)
+        self._stage, self._last = ctx.RawValue("b", -1), None  # a new child: no phase yet, no case before
+        proc = ctx.Process(target=_serve, args=(child_conn, self.overrides, self.device, self.env, self.log_path,
+                                                self._stage), name=f"gdn-worker-{self.device}", daemon=True)
         began = time.perf_counter()
         proc.start()
         child_conn.close()  # only the child holds its end: its death reads as EOF here
@@ -259,13 +278,64 @@ def _registered(target) -> str:
     return name
 
 
-def _crashed(target, case: Case, bucket: str, error, note: str) -> CheckResult:
-    return CheckResult(target.name, case, dispatch_bucket(target, case), Failure.from_exception(error, bucket, (note,)))
+def _crashed(target, case: Case, bucket: str, error, note: str, seen: CrashAttribution | None = None) -> CheckResult:
+    return CheckResult(target.name, case, dispatch_bucket(target, case),
+                       Failure.from_exception(error, bucket, (note,), seen))
+
+
+def _stage(index: int) -> str | None:
+    return STAGES[index] if index >= 0 else None
+
+
+def _seen(name: str, previous: tuple[str, Case] | None, phase: str | None) -> CrashAttribution:
+    """What the crashing worker knows: the phase, and the case its child checked just before (with that case's
+    target when it is another one: a worker serves every target of its device)."""
+    if previous is None:
+        return CrashAttribution(phase)
+    before, case = previous
+    return CrashAttribution(phase, case, None if before == name else before)
+
+
+# ---- attribution --------------------------------------------------------------------------------
+def attributed(target, failure: Failure, device: str, timeout: float) -> Failure:
+    """A KernelCrash with the call that makes it: the case alone in a fresh worker with CUDA_LAUNCH_BLOCKING=1
+    (the kernel's error then raises in the launching call), and if it does not crash alone, the case its worker
+    checked before it followed by the case, in another fresh one. Once per distinct failure: two worker starts at
+    most. The detail gains the outcome in words."""
+    from fuzz.targets.registry import TARGETS
+
+    seen = failure.attribution
+    alone = _first_crash(device, timeout, [(target, failure.case)])
+    if alone is not None or seen.previous is None:
+        found = dataclasses.replace(seen, alone=alone is not None, alone_phase=alone[1] if alone else None)
+    else:
+        before = next(t for t in TARGETS if t.name == (seen.previous_target or target.name))
+        pair = _first_crash(device, timeout, [(before, seen.previous), (target, failure.case)])
+        found = dataclasses.replace(seen, alone=False, after_previous=pair is not None,
+                                    after_previous_phase=pair[1] if pair else None,
+                                    previous_crashed=pair is not None and pair[0] == 0)
+    return dataclasses.replace(failure, detail=f"{failure.detail}; {found.summary}", attribution=found)
+
+
+def _first_crash(device: str, timeout: float, checks: list) -> tuple[int, str | None] | None:
+    """(which check, its phase) of the first KernelCrash when the (target, case) `checks` run in order in a fresh
+    worker with CUDA_LAUNCH_BLOCKING=1; None when none crashes. Not the cached worker: its history is the question."""
+    fresh = Worker(current_overrides(), device, timeout, BLOCKING)
+    try:
+        for i, (target, case) in enumerate(checks):
+            failure = fresh.check(target, case).failure
+            if failure is not None and failure.kind == "KernelCrash":
+                return i, failure.attribution.phase
+        return None
+    finally:
+        fresh.close()
 
 
 # ---- the child ----------------------------------------------------------------------------------
-def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], log_path: str) -> None:
-    """Child main loop: ("check", target name, case) -> ("ok", CheckResult, probe) or ("error", text, probe)."""
+def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], log_path: str, stage) -> None:
+    """Child main loop: ("check", target name, case) -> ("ok", CheckResult, phase, probe) or ("error", text, phase,
+    probe), phase: where the check ended. `stage` (a shared byte) holds the STAGES index it is in, for the parent to
+    read if this process dies."""
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.dup2(log, 1)
     os.dup2(log, 2)  # sys.stdout / sys.stderr write to fds 1 / 2: now the log; so do C libraries
@@ -279,6 +349,10 @@ def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], lo
 
     set_overrides(overrides)
     by_name = {t.name: t for t in TARGETS}
+
+    def reached(phase: str) -> None:
+        stage.value = STAGES.index(phase)
+
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -288,11 +362,14 @@ def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], lo
         if msg[0] == "stop":
             return
         _, name, case = msg
+        stage.value = -1
         try:
-            reply = ("ok", check(by_name[name], case, device))
+            reply = ("ok", check(by_name[name], case, device, reached))
         except Exception as e:  # noqa: BLE001 - reported to the parent, which raises WorkerError
             reply = ("error", "".join(traceback.format_exception(e)))
-        conn.send((*reply, _probe(device)))
+        ended = _stage(stage.value)
+        reached("health probe")
+        conn.send((*reply, ended, _probe(device)))
 
 
 def _probe(device: str) -> str | None:

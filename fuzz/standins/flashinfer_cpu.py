@@ -79,6 +79,10 @@ class FlashInferCPU:
         S = S + u[..., None] * k[..., None, :]
         return S, torch.einsum("rhvk,rhk->rhv", S, q)
 
+    def load_pool(self, pool, slots):
+        """The states of these slots, gathered (a copy) before any write."""
+        return pool[slots]
+
     def store_pool(self, pool, slots, S):
         """Round on store and write into the caller's pool view itself (in place, strides honoured)."""
         pool[slots] = S.to(pool.dtype)
@@ -130,7 +134,7 @@ class FlashInferCPU:
         qf, kf = qf[:, :, hmap] * kern.scale, kf[:, :, hmap]  # [R, T, HV, K]
         vf = self.to_bf16(v)[rows].float()
         g, beta = self.gates(A_log, self.to_bf16(a)[rows], dt_bias.to(kern.dt_bias_dtype), self.to_bf16(b)[rows])
-        S = pool[slot].float()  # gathered before any write
+        S = self.load_pool(pool, slot).float()  # gathered before any write
         irow = None if buf is None else self.inter_row(rows, slot)
         for t in range(T):
             S, o = self.step(S, qf[:, t], kf[:, t], vf[:, t], g[:, t], beta[:, t])

@@ -15,8 +15,8 @@ from types import ModuleType
 import torch
 
 from fuzz.case import Case
-from fuzz.generate.materialize import GATES, Tensors
-from fuzz.targets.known_bugs import KnownBug, known_bugs
+from fuzz.generate.materialize import GATES, OFFSET_BITS, Tensors
+from fuzz.targets.known_bugs import KnownBug, known_bugs, serving_bugs
 from fuzz.targets.semantics import Semantics, semantics_for
 
 
@@ -42,12 +42,14 @@ class Support:
     gva_ratios: tuple = (1, 2, 4)
     invalid_gva: bool = True  # now and then HV = H + 1, which the target must reject
     single_head_min_B: int = 1  # the smallest batch drawn with H = 1
+    one_token_min_B: int = 1  # the smallest batch drawn with T = 1
     max_T: int | None = None
     verify_min_T: int = 1  # smallest verify T (the API takes a buffer / disable_state_update only above it)
     pool: bool = True  # slot-addressed pool with padding; False: identity slots only
     split_write: bool = False
     intermediate: bool = False
     exact_rows: bool = False  # the intermediate buffer must have exactly B rows (FlashInfer bf16)
+    spare_rows: bool = True  # buffers with more rows than B are drawn (where exact_rows allows; a known bug masks it)
     explicit_rows: bool = False  # accepts explicit intermediate row indices
     sliced_intermediate: bool = False
     spare_steps: bool = True  # the intermediate buffer may hold more steps than T (a cache sized for the longest T)
@@ -58,8 +60,13 @@ class Support:
     no_update: bool = False
     l2norm_off: bool = True
     output_optional: bool = False  # output= may be None (the library allocates the buffer it returns)
+    wide_offsets: bool = True  # slot offsets past 2^31 elements are drawn (the large-pool test; a known bug masks it)
     gate_regimes: tuple = GATES  # fuzz.generate.materialize gate regimes drawn
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
+
+    def least_B(self, H: int, T: int) -> int:
+        """The smallest batch drawn for H qk heads and T tokens (single_head_min_B, one_token_min_B)."""
+        return max(self.single_head_min_B if H == 1 else 1, self.one_token_min_B if T == 1 else 1)
 
     def narrowed(self, **limits) -> Support:
         """This support with fewer choices: tuples keep the values they share with the limit, flags can only turn
@@ -191,12 +198,24 @@ class Target:
         """The known bugs whose masks apply here under a mask policy (fuzz.targets.known_bugs)."""
         return known_bugs(self.path, self.release(), policy)
 
+    def serving_bugs(self, policy: str = "release") -> tuple[KnownBug, ...]:
+        """The known bugs whose masks a serving sequence draws with (fuzz.targets.known_bugs.serving_bugs)."""
+        return serving_bugs(self.path, self.release(), policy)
+
     def api(self):
         """What this target's `needs` are looked up on (the family's API unless a target loads more)."""
         return self.family.api()
 
     def device(self, profile_device: str) -> str:
         return profile_device
+
+    def offset_bits(self) -> int:
+        """The integer width the kernels' element offsets may wrap at: 32 (the int32 overflow class), unless the
+        loaded API declares OFFSET_BITS (a CPU stand-in modelling the class at a width a CPU can allocate)."""
+        try:
+            return int(getattr(self.api(), "OFFSET_BITS", OFFSET_BITS))
+        except (Unavailable, NotImplementedError):  # nothing loaded: the library's own width
+            return OFFSET_BITS
 
     def unavailable_reason(self, profile_device: str) -> str | None:
         """None when the target can run on this profile's device, else why not."""

@@ -30,6 +30,7 @@ from packaging.version import Version
 
 from fuzz.case import Case
 from fuzz.generate.materialize import Tensors
+from fuzz.targets import dispatch
 from fuzz.targets.api import AdapterError, accepts, keywords, lacks, no_keyword, where
 from fuzz.targets.base import Family, Support, Target, Unavailable, import_or_unavailable, installed_version
 
@@ -197,15 +198,12 @@ class FlashInferTarget(Target):
         return Plan(narrowing=narrow)
 
     def variant(self, case: Case) -> str | None:
-        """The kernel a release dispatches by work units B * HV, where it has several (0.6.11+ bf16 state: the ILP4
-        kernel, wide_vec from 128 units at T >= 2 and from 512 at T = 1; fp32 MTP: inline up to 128 units, then
-        warp-specialized): one bug in one kernel stays apart from another in the other."""
-        units = case.B * case.HV
-        if self.path == "flashinfer.bf16":
-            return "wide_vec" if units >= (512 if case.T == 1 else 128) else "ilp4"
-        if self.path == "flashinfer.mtp.fp32":
-            return "inline" if units <= 128 else "warp_specialized"
-        return None
+        """The kernel the release dispatches the case to, by the kernel-level thresholds of fuzz.targets.dispatch
+        (bf16 state 0.6.11+: ILP4 or wide_vec by B*HV; fp32 MTP: inline or warp-specialized; K-major: small or big
+        batch; SM90 prefill: context-parallel or chunked): one bug in one kernel stays apart from another in the
+        other."""
+        return dispatch.variant(self.path, self.release(), case.B, case.H, case.HV, case.T, bool(case.inter_rows),
+                                case.update, dispatch.num_sms())
 
     # ---- the call ------------------------------------------------------------------------------------------------
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
@@ -279,6 +277,13 @@ class FlashInferPrefill(FlashInferTarget):
             if reason:
                 return Plan(reason=reason)
         return Plan(narrowing=narrow, pool=pool, prenormalize=self.is_release("<0.7.1"))
+
+    def variant(self, case: Case) -> str | None:
+        """0.7.4 runs the chunked kernel whenever output_state_indices is passed (padded or split slot maps, see
+        call), whatever the work; otherwise the dispatch threshold decides."""
+        if self.plan().pool and (case.write_slots is not None or any(case.padded)) and self.held(">=0.7.4"):
+            return "chunked"
+        return super().variant(case)
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
         plan, fn = self.plan(), getattr(self.api(), CHUNK)
