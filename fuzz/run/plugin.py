@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fuzz.generate.profiles import PROFILES, budget_for, database, register_profiles
+from fuzz.run import kernel_cache
 from fuzz.run.report import RunReport, merge_parts
 from fuzz.run.session import FuzzSession, Options, resumable
 from fuzz.run.worker import DEFAULT_TIMEOUT
@@ -74,6 +75,9 @@ def pytest_addoption(parser):
              "of in pytest's process; use it on the GPU profiles: an illegal memory access poisons the CUDA context")
     add("--gdn-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
         help=f"with --gdn-isolate: seconds one check may take before it is a KernelHang (default {DEFAULT_TIMEOUT:g})")
+    add("--gdn-kernel-cache", default=None, metavar="DIR",
+        help="keep compiled kernels under DIR, one directory per library release (default: "
+             "$XDG_CACHE_HOME/gdn-fuzz/kernels); restore it in CI, keyed by the library versions and the GPU arch")
     add("--gdn-sanitize", action="store_true", default=False,
         help="re-run each shrunk KernelCrash / GuardBreach under compute-sanitizer memcheck and attach its report")
 
@@ -97,6 +101,10 @@ def pytest_configure(config):
         if not torch.cuda.is_available():
             raise pytest.UsageError(f"--hypothesis-profile={profile} runs on a CUDA GPU, and torch "
                                     f"{torch.__version__} sees none here; use --hypothesis-profile=ci or dev")
+    try:
+        cache = kernel_cache.configure(config.getoption("gdn_kernel_cache"))  # before any target loads its library
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from e
     from fuzz.targets.registry import FAMILIES, set_overrides  # after TRITON_INTERPRET is settled
 
     overrides = {}
@@ -136,7 +144,7 @@ def pytest_configure(config):
                       masks=config.getoption("gdn_masks"),
                       live_log=Path(p) if (p := config.getoption("gdn_live_log")) else None,
                       seed=_int_or_none(config.getoption("hypothesis_seed", None)),
-                      resume=Path(p) if (p := config.getoption("gdn_resume")) else None)
+                      resume=Path(p) if (p := config.getoption("gdn_resume")) else None, kernel_cache=cache)
     ACTIVE = FuzzSession(profile, budget, options)
 
 

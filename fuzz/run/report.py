@@ -69,6 +69,7 @@ class RunReport:
     records: list = field(default_factory=list)  # one dict per checked example
     phases: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> phase -> seconds
     isolation: Counter = field(default_factory=Counter)  # --gdn-isolate workers: calls, starts, crashes, hangs, ...
+    kernel_cache: str = ""  # where compiled kernels are kept (fuzz.run.kernel_cache.KernelCache.describe)
 
     # ---- filling ---------------------------------------------------------------------------------------------
     def record(self, test: str, op: str, result: CheckResult, seconds: float, stage: str) -> None:
@@ -93,6 +94,8 @@ class RunReport:
 
     def summary_lines(self) -> list[str]:
         lines = [f"gdn-fuzz profile '{self.profile}' on {self.device}:"]
+        if self.kernel_cache:
+            lines.append(f"  {self.kernel_cache}")
         for name, t in self.targets.items():
             if t["unavailable"]:
                 lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
@@ -134,7 +137,7 @@ class RunReport:
         return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
                 "targets": targets, "tests": self.tests, "failures": [f.to_json() for f in self.failures],
                 "errors": self.errors, "records": self.records, "isolation": dict(self.isolation),
-                "phases": {t: dict(p) for t, p in self.phases.items()}}
+                "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache}
 
     @classmethod
     def from_json(cls, d: dict) -> RunReport:
@@ -152,6 +155,7 @@ class RunReport:
         for t, p in d.get("phases", {}).items():
             report.phases[t].update(p)
         report.isolation.update(d.get("isolation", {}))
+        report.kernel_cache = d.get("kernel_cache", "")  # absent in reports written before the cache option
         return report
 
     def write(self, path: str | Path) -> None:

@@ -37,6 +37,7 @@ from fuzz.generate.profiles import Budget, sized
 from fuzz.generate.strategies import cases, large_buckets
 from fuzz.run.campaign_tables import size
 from fuzz.run.harness import check
+from fuzz.run.kernel_cache import KernelCache
 from fuzz.run.reduce import reduce
 from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.report import load as load_report
@@ -64,6 +65,7 @@ class Options:
     live_log: Path | None = None  # every failing example appended as one JSON line, as it happens
     seed: int | None = None  # --hypothesis-seed: the rounds' seeds derive from it
     resume: Path | None = None  # an earlier run's live log, whose cut-off shrinks each test finishes first
+    kernel_cache: KernelCache | None = None  # where compiled kernels are kept (fuzz.run.kernel_cache)
 
 
 @dataclass
@@ -113,6 +115,7 @@ class FuzzSession:
     def __init__(self, profile: str, budget: Budget, options: Options = Options()):
         self.profile, self.budget, self.options = profile, sized(budget), options
         self.report = RunReport(profile, budget.device)
+        self.report.kernel_cache = options.kernel_cache.describe() if options.kernel_cache else ""
         self.unavailable: dict[str, str | None] = {}
         self.new_corpus: list[str] = []
         self.corpus_elsewhere: list[str] = []
