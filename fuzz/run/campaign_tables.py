@@ -8,7 +8,6 @@ import re
 from collections import defaultdict
 
 from fuzz.case import Case
-from fuzz.run.report import FailureRecord
 from fuzz.run.result import CrashAttribution
 from fuzz.targets import triage
 
@@ -78,7 +77,8 @@ def _explaining(f: dict, version: str | None) -> tuple:
 
     path = next(t.path for t in TARGETS if t.name == f["target"])
     cause = _ANSI.sub("", f["key"].split(" | ", 2)[-1] if f.get("key") else f["detail"])
-    return triage.explaining(f["kind"], cause, FailureRecord.from_json(f).failure.calls, path, version)
+    calls = (*map(Case.parse, f.get("before", ())), Case.parse(f["case"]))  # older summaries: no "before"
+    return triage.explaining(f["kind"], cause, calls, path, version)
 
 
 def by_bug(r: dict) -> list[str]:

@@ -79,11 +79,6 @@ class Failure:
     before: tuple[Case, ...] = ()
 
     @property
-    def calls(self) -> tuple[Case, ...]:
-        """Every call the failure needs, the failing one last."""
-        return (*self.before, self.case)
-
-    @property
     def key(self) -> str:
         """The failure's identity: kind x dispatch bucket x cause."""
         return f"{self.kind} | {self.bucket} | {self.cause}"

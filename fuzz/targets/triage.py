@@ -44,7 +44,7 @@ def masks(bug: KnownBug, case: Case) -> bool:
 
 def explaining(kind: str, cause: str, calls: tuple[Case, ...], path: str, version: str | None) -> tuple[KnownBug, ...]:
     """The known bugs that explain a failure of `kind` with `cause` at semantics path and release. `calls`: the
-    calls it needs (Failure.calls: a serving sequence's earlier calls, then the failing one): a record's mask
+    calls it needs (a serving failure's earlier calls, Failure.before, then the failing one): a record's mask
     explains it when it keeps any of them from being drawn (a kernel compiled for an int64 call and served to an
     int32 one is masked by drawing int32 only)."""
     shown = f"{kind}: {cause}"
