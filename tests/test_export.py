@@ -105,7 +105,8 @@ def _cpu_corpus() -> list:
         reason = (f"{dist} is not installed" if version is None else f"holds for {entry.versions}, {dist} {version} "
                   "is installed" if entry.versions and version not in entry.versions else None)
         spec = Spec(f"corpus-{entry.path.stem}", entry.target, entry=str(entry.path))
-        params.append(pytest.param(spec, id=spec.id, marks=[pytest.mark.skip(reason=reason)] if reason else []))
+        marks = [pytest.mark.skip(reason=f"{entry.target} unavailable: {reason}")] if reason else []
+        params.append(pytest.param(spec, id=spec.id, marks=marks))
     return params
 
 
@@ -338,8 +339,8 @@ def test_the_library_not_loading_is_not_run(tmp_path):
 
 def test_issue_body_from_a_reproduced_corpus_entry(tmp_path):
     entry = corpus.load(REPO / "corpus" / "sglang-recurrent-decode-StateMismatch-0.json")
-    if importlib.metadata.version("sglang") not in entry.versions:
-        pytest.skip(f"holds for sglang {entry.versions}")
+    installed = importlib.metadata.version("sglang")  # pinned by constraints-cpu.txt: a mismatch is ours to fix
+    assert installed in entry.versions, f"{entry.path.name} holds for sglang {entry.versions}, {installed} is installed"
     script, body = tmp_path / "repro.py", tmp_path / "issue.md"
     assert export_main([str(entry.path), "-o", str(script), "--issue", str(body)]) == 0
     text = body.read_text()
@@ -390,7 +391,7 @@ def _gpu_corpus() -> list:
         reason = ("no CUDA GPU here" if not torch.cuda.is_available() else "flashinfer-python is not installed"
                   if version is None else f"holds for {entry.versions}, {version} is installed"
                   if entry.versions and version not in entry.versions else None)
-        marks = [pytest.mark.skip(reason=reason)] if reason else []
+        marks = [pytest.mark.skip(reason=f"{entry.target} unavailable: {reason}")] if reason else []
         params.append(pytest.param(entry, id=entry.path.stem, marks=marks))
     return params
 

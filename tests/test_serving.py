@@ -286,7 +286,7 @@ def test_the_installed_library_runs_alone_in_a_fresh_process(monkeypatch):
     """No override to reload: the call's coordinate goes to a new worker process whose compile caches are empty. The
     library is loaded in the worker only (this process must not import Triton under a TRITON_INTERPRET it drops)."""
     if importlib.util.find_spec("sglang") is None:
-        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23)")
+        pytest.skip("sglang-packed unavailable: sglang is not installed (pip install --no-deps sglang==0.5.23)")
     target = BY_NAME["sglang-packed"]
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # the worker inherits it: the Triton kernels run on the CPU
     started = []
