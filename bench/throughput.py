@@ -5,7 +5,8 @@ verdict), for a cold and then a warm compile cache, in one process, nothing else
     python bench/throughput.py --profile h200 --examples 60 -k flashinfer-  # GPU
 
 Cold: Triton and FlashInfer compile caches point at fresh directories and the process has compiled nothing; warm: new
-cases (another seed) in the same process, whose buckets the cold pass compiled. Buckets = distinct compile keys
+cases (another seed) in the same process, whose buckets the cold pass compiled. The kernel phase is split into the
+compiles FlashInfer records in its build log ("compile") and the rest ("kernel": running it, loading a cached one). Buckets = distinct compile keys
 (fuzz.run.harness.dispatch_bucket). The campaign figure (all workers, a time box, cold start included) comes from
 `gdn-fuzz campaign` (its summary prints distinct cases per minute and buckets covered).
 """
@@ -17,7 +18,7 @@ import tempfile
 import time
 from collections import Counter
 
-PHASES = ("tensors", "oracle", "kernel", "verdict")
+PHASES = ("tensors", "oracle", "compile", "kernel", "verdict")  # compile: FlashInfer's build log (kernel_cache.BuildLog)
 
 
 def measure(target, op, budget, bugs, examples: int, seed: int):
@@ -27,8 +28,11 @@ def measure(target, op, budget, bugs, examples: int, seed: int):
 
     from fuzz.generate.strategies import cases
     from fuzz.run.harness import check
+    from fuzz.run.kernel_cache import BUILD_LOG, BuildLog, split_compile
 
     seen, buckets, phases = set(), set(), Counter()
+    builds = BuildLog(os.environ[BUILD_LOG])
+    builds.take()  # what earlier passes compiled
 
     @hseed(seed)
     @settings(max_examples=examples, database=None, deadline=None, suppress_health_check=list(HealthCheck),
@@ -40,7 +44,7 @@ def measure(target, op, budget, bugs, examples: int, seed: int):
         seen.add(repr(case))
         result = check(target, case, budget.device)
         buckets.add(result.bucket)
-        phases.update(result.phases)
+        phases.update(split_compile(result.phases, builds.take()))
 
     start = time.perf_counter()
     run()
@@ -58,6 +62,7 @@ def main() -> None:
     cache = tempfile.mkdtemp(prefix="gdn-bench-")
     os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")  # cold: nothing compiled yet
     os.environ["FLASHINFER_WORKSPACE_BASE"] = os.path.join(cache, "flashinfer")
+    os.environ["FLASHINFER_JIT_BUILD_LOG"] = os.path.join(cache, "builds.jsonl")  # compile seconds, per check
     from fuzz.generate.profiles import budget_for
 
     budget = budget_for(args.profile)

@@ -50,3 +50,50 @@ def test_a_cache_that_cannot_be_made_is_one_line(tmp_path):
     blocker.write_text("")
     run = _pytest("--gdn-kernel-cache", str(blocker / "sub"))
     assert run.returncode == 4 and "--gdn-kernel-cache" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def _module(root: Path, *names: str) -> Path:
+    """A FlashInfer-shaped workspace module directory holding objects `names` and its commit marker."""
+    module = root / ".cache" / "flashinfer" / "0.7.4" / "90a" / "cached_ops" / "gdn_decode_sm_90a_cute_dsl"
+    module.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (module / name).write_bytes(name.encode())
+    (module / "meta.json").write_text('{"arch": "sm_90a"}')
+    return module
+
+
+def test_a_worker_workspace_holds_links_to_the_shared_objects_and_publishes_what_it_compiled(tmp_path):
+    """FlashInfer compiles one kernel per module at a time per workspace: each worker gets its own, linked to the
+    shared one, and publishes back only finished objects (not locks, not half-written temporaries)."""
+    shared = tmp_path / "shared"
+    _module(shared, "a.o")
+    (shared / ".cache" / "flashinfer" / "0.7.4" / "90a" / "cached_ops" / "tmp").mkdir()
+    (shared / ".cache" / "flashinfer" / "0.7.4" / "90a" / "cached_ops" / "tmp" / "m.lock").write_text("")
+    private = kernel_cache.private_workspace(shared)
+    mine = _module(private, "b.o")
+    assert (mine / "a.o").read_bytes() == b"a.o" and (mine / "a.o").stat().st_ino == (
+        shared / mine.relative_to(private) / "a.o").stat().st_ino  # a link, not a copy
+    assert not (private / ".cache" / "flashinfer" / "0.7.4" / "90a" / "cached_ops" / "tmp").exists()
+    (mine / "c.o.tmp.123").write_bytes(b"half")
+    assert kernel_cache.publish(private, shared) == 1
+    theirs = shared / mine.relative_to(private)
+    assert (theirs / "b.o").read_bytes() == b"b.o" and not (theirs / "c.o.tmp.123").exists()
+    assert kernel_cache.publish(private, shared) == 0  # nothing new: nothing written over
+
+
+def test_a_module_is_published_with_its_objects_before_its_commit_marker(tmp_path):
+    shared, private = tmp_path / "shared", tmp_path / "private"
+    shared.mkdir()
+    module = _module(private, "x.o")
+    assert kernel_cache.publish(private, shared) == 1
+    assert (shared / module.relative_to(private) / "meta.json").exists()
+
+
+def test_compile_seconds_come_from_flashinfers_build_log_and_leave_the_kernel_phase(tmp_path):
+    log = kernel_cache.BuildLog(tmp_path / "builds.jsonl")
+    assert log.take() == 0.0  # no log yet: nothing compiled
+    (tmp_path / "builds.jsonl").write_text('{"name": "k1", "seconds": 1.5}\n{"name": "k2", "seconds": 0.25}\n{"na')
+    assert log.take() == 1.75 and log.take() == 0.0  # a half-written line waits for its end
+    assert kernel_cache.split_compile({"kernel": 2.0, "oracle": 0.1}, 1.75) == {"kernel": 0.25, "oracle": 0.1,
+                                                                                 "compile": 1.75}
+    assert kernel_cache.split_compile({"kernel": 1.0}, 0.0) == {"kernel": 1.0}

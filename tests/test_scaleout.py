@@ -207,6 +207,31 @@ def test_a_holder_that_dies_releases_the_device(lock_dir):
     assert done.wait(30), "a killed holder kept the lock"
 
 
+def test_heavy_checks_share_a_device_by_memory_slots(lock_dir, monkeypatch):
+    """A GPU lends heavy checks several slots: a one-slot check takes a free one beside another's; a check that needs
+    them all waits until every one is free."""
+    monkeypatch.setattr(memory, "slots", lambda device: 3)
+    release, held = threading.Event(), threading.Event()
+
+    def hold_one():
+        with memory.device_lock("cpu", 1):
+            held.set()
+            release.wait(60)
+
+    threading.Thread(target=hold_one, daemon=True).start()
+    assert held.wait(30)
+    beside = in_thread(lambda: memory.device_lock("cpu", 1).__enter__())  # a second slot is free: no wait
+    assert beside.wait(5), "a one-slot check waited while slots were free"
+
+    def take_all():
+        with memory.device_lock("cpu"):
+            pass
+
+    everything = in_thread(take_all)
+    assert not everything.wait(1.0), "a check took every slot while one was held"
+    release.set()
+
+
 # ---- GPUs for xdist workers ---------------------------------------------------------------------------------------
 @pytest.fixture
 def gpus(monkeypatch):

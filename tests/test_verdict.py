@@ -119,3 +119,15 @@ def test_named_slots_come_from_the_seed_whatever_the_pool_size():
     assert torch.equal(small.pool.view[named], large.pool.view[named])
     filler = large.pool.view[[s for s in range(400) if s not in named]]
     assert torch.isfinite(filler).all() and filler.std() > 0.1
+
+
+def test_an_output_the_kernel_rounds_to_bf16_into_an_fp16_buffer_is_judged_at_bf16s_rounding():
+    """H200, FlashInfer 0.7.4 pretranspose, fp16 inputs (2026-12-03): the kernel wrote 0.265625 where the model
+    rounded to 0.2675781, the adjacent bf16 value (error 0.00195, model error 0.000812, |oracle|max 0.281). The
+    fp16 buffer's tolerance called that a mismatch; the output's last rounding is bf16's (Semantics.output)."""
+    from fuzz.judge.tolerance import tolerance
+    from fuzz.judge.verdict import _rounded
+
+    assert _rounded(torch.float16, torch.bfloat16) == "bf16" and _rounded(torch.float16, torch.float16) == "fp16"
+    assert tolerance("flashinfer.pretranspose.fp32", "output", "fp16").bound(0.000812, 0.281, 1) < 0.00195
+    assert tolerance("flashinfer.pretranspose.fp32", "output", "bf16").bound(0.000812, 0.281, 1) >= 0.00195

@@ -64,6 +64,7 @@ class Guarded:
     seed: int | None = None  # the pool: the view started as Values(seed).filler in its logical element order
     kept_rows: torch.Tensor | None = None  # [n] int64: rows set to the case's values
     kept: torch.Tensor | None = None  # [n, ...]: a copy of those rows as set
+    kept_list: list | None = None  # kept_rows on the host
     offset_bits: int = OFFSET_BITS  # the wrap the leading guard was sized for (lead_rows)
 
     @classmethod
@@ -98,6 +99,7 @@ class Guarded:
         return values.reshape(shape).to(self.view.dtype)
 
     def keep(self, rows: list[int], values: torch.Tensor) -> None:
+        self.kept_list = list(rows)
         self.kept_rows = torch.tensor(rows, dtype=torch.int64, device=self.view.device)
         self.view[self.kept_rows] = values.to(self.view.dtype)
         self.kept = self.view[self.kept_rows].clone()
@@ -151,17 +153,27 @@ class Guarded:
         return None
 
     def changed_rows(self, rows: list[int]) -> list[int]:
-        """Which of these view rows no longer hold what they started with (compared bit for bit)."""
-        kept = {} if self.kept_rows is None else {r: i for i, r in enumerate(self.kept_rows.tolist())}
-        changed = [r for r in rows if r in kept and not torch.equal(bits(self.view[r]), bits(self.kept[kept[r]]))]
-        rest = sorted(r for r in rows if r not in kept)
+        """Which of these view rows no longer hold what they started with (compared bit for bit): the kept rows
+        against their copies, the others against their regenerated start, CHUNK elements at a time over the blocks
+        that hold any of them (a few device passes and one read back, whatever the number of rows)."""
+        n, device = self.view.shape[0], self.view.device
+        wanted = torch.zeros(n, dtype=torch.bool, device=device)
+        if not rows:
+            return []
+        wanted[torch.tensor(rows, dtype=torch.int64, device=device)] = True
+        changed = torch.zeros(n, dtype=torch.bool, device=device)
+        rest = set(rows)
+        if self.kept_rows is not None:
+            differs = (bits(self.view[self.kept_rows]) != bits(self.kept)).flatten(1).any(1)
+            changed[self.kept_rows] = differs & wanted[self.kept_rows]
+            wanted[self.kept_rows] = False
+            rest -= set(self.kept_list)
         per = max(1, CHUNK // max(self.row_numel, 1))
-        for first, last in _runs(rest):
-            for r in range(first, last, per):
-                stop = min(r + per, last)
-                diff = (bits(self.view[r:stop]) != bits(self.initial(r, stop))).flatten(1).any(1)
-                changed += (diff.nonzero().squeeze(1) + r).tolist()
-        return sorted(changed)
+        for r in sorted({row // per * per for row in rest}):
+            stop = min(r + per, n)
+            diff = (bits(self.view[r:stop]) != bits(self.initial(r, stop))).flatten(1).any(1)
+            changed[r:stop] |= diff & wanted[r:stop]
+        return changed.nonzero().squeeze(1).tolist()
 
 
 @dataclass(frozen=True)
@@ -189,17 +201,6 @@ def lead_rows(full_shape: tuple, lead: int, offset_bits: int = OFFSET_BITS) -> i
     if full_shape[0] * row <= 2 ** (offset_bits - 1):
         return lead
     return max(lead, -(-2 ** (offset_bits - 1) // max(row, 1)))
-
-
-def _runs(sorted_rows: list[int]) -> list[tuple[int, int]]:
-    """[first, last) runs of consecutive integers."""
-    runs = []
-    for r in sorted_rows:
-        if runs and runs[-1][1] == r:
-            runs[-1][1] = r + 1
-        else:
-            runs.append([r, r + 1])
-    return [tuple(x) for x in runs]
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 A case is a compile bucket (what a compiled kernel is keyed by: head dims and counts, T, dtypes, layout, strides,
 flags; `Bucket`) plus the cheap part (B, slot maps, padding, buffers' spare rows, gates, the seed). On a GPU a new
-bucket costs a 1-9 s kernel compile while a case inside a compiled one costs well under a millisecond of kernel, so
+compile key costs a 1-9 s kernel compile, serialized per kernel module across the processes that share FlashInfer's
+cache, while a case inside a compiled one costs well under a millisecond of kernel, so
 GPU budgets draw buckets from a fixed plan most of the time (`bucket_plan`: a deterministic sample of the bucket
 space, simplest first, the same in every process, so an example database and a corpus replay decode the same cases)
 and open an unplanned one now and then (one case in `Budget.open_every`); the CPU budgets draw every bucket freely.
@@ -49,6 +50,20 @@ class Bucket:
     input_dtype: str
     index_dtype: str
     layout: str
+    # Case flags that FlashInfer 0.7.4 keys its compiled kernels by beside the above (gdn_decode_bf16_state.py
+    # cache_key: cache_steps, pool_size of a strided pool, same_pool, disable_output, per_token_pool_scatter,
+    # use_qk_l2norm_in_kernel; gdn_decode_mtp.py: cache_steps, pool_strides_key = (shape[0], *strides) of a strided
+    # pool, per_token_pool_scatter, use_qk_l2norm), so a bucket fixes them: drawn per case, every case of a bucket
+    # compiled anew.
+    l2norm: bool = True
+    output_given: bool = True
+    spare_steps: int = 0  # intermediate buffer steps past T
+    sliced: int = 0  # steps of a longer buffer the case's view leaves out (a sliced [:, :T + spare] view)
+    writes: str = "same"  # "same" (write where read), "split" (write_slots), "token" (a slot per token)
+    capacity: int = 0  # a strided pool's capacity where the case fits it; 0: drawn per case
+
+
+WRITES = ("same", "split", "token")
 
 
 def draw_bucket(choice, sup: Support, op: str, budget: Budget) -> Bucket:
@@ -65,10 +80,18 @@ def draw_bucket(choice, sup: Support, op: str, budget: Budget) -> Bucket:
     update = not (sup.no_update and op == "verify" and choice((False, True)))
     buffer = (sup.intermediate and op == "verify" and (sup.buffer_with_update or not update)
               and choice((False, True)))
-    return Bucket(T, H, HV, K, V, strided=sup.strided_pool and max(budget.gaps) > 0 and choice((False, True)),
-                  buffer=buffer, update=update, state_dtype=choice(sup.state_dtypes),
+    strided = sup.strided_pool and max(budget.gaps) > 0 and choice((False, True))
+    return Bucket(T, H, HV, K, V, strided=strided, buffer=buffer, update=update, state_dtype=choice(sup.state_dtypes),
                   input_dtype=choice(sup.input_dtypes), index_dtype=choice(sup.index_dtypes),
-                  layout=choice(sup.layouts))
+                  layout=choice(sup.layouts),
+                  l2norm=not sup.l2norm_off or choice((True, True, True, True, False)),
+                  output_given=not sup.output_optional or choice((True, True, True, False)),
+                  spare_steps=choice((0, 1, 2)) if buffer and sup.spare_steps else 0,
+                  sliced=choice((0, 1, 2)) if buffer and sup.sliced_intermediate else 0,
+                  writes=choice(tuple(w for w, ok in zip(WRITES, (True, sup.split_write,
+                                                                  sup.token_slots and op == "verify")) if ok))
+                  if sup.pool else "same",
+                  capacity=budget.max_pool if strided and budget.plan_size else 0)
 
 
 @functools.lru_cache(maxsize=256)
@@ -185,14 +208,13 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large
     inter_rows = inter_steps = inter_spare = 0
     if bucket.buffer:
         inter_rows = B if sup.exact_rows or not sup.spare_rows else B + draw(st.integers(0, 3))
-        inter_steps = T + (draw(st.integers(0, 2)) if sup.spare_steps else 0)
-        inter_spare = draw(st.integers(0, 2)) if sup.sliced_intermediate else 0
+        inter_steps, inter_spare = T + bucket.spare_steps, bucket.sliced
     inter_index = None
     if inter_rows and sup.explicit_rows and draw(st.booleans()):
         rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
         inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
     slots = draw(slot_maps(sup, sem, B, T, op, bucket.update and not inter_rows, budget, first, spare,
-                           buffered=bool(inter_rows)))
+                           buffered=bool(inter_rows), writes=bucket.writes, capacity=bucket.capacity))
     # warm calls: GPU budgets only, about 3% of drawn cases, never beside an int32-overflowing pool
     warm = budget.warm_calls and sup.pool and not large and draw(st.integers(0, 29)) == 29
     return Case(
@@ -200,14 +222,15 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large
         **slots, inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index,
         state_dtype=bucket.state_dtype, input_dtype=bucket.input_dtype, index_dtype=bucket.index_dtype,
         layout=bucket.layout, gate=draw(st.sampled_from(sup.gate_regimes)), scale=draw(st.sampled_from(budget.scales)),
-        l2norm=not (sup.l2norm_off and draw(st.integers(0, 4)) == 4), update=bucket.update,
+        l2norm=bucket.l2norm, update=bucket.update,
         pool_gap=draw(st.sampled_from([g for g in budget.gaps if g])) if bucket.strided and not large else gap,
         warm_pool=draw(st.integers(1, budget.max_pool)) if warm else 0,
-        output_given=not (sup.output_optional and draw(st.integers(0, 3)) == 3),
+        output_given=bucket.output_given,
     )
 
 
 MAX_STRADDLE_B = 1100  # a threshold that needs more requests than this is left to larger budgets
+MAX_IDS = 4096  # slot ids one case draws at most (a slot per token past that: more than Hypothesis draws in a list)
 
 
 @st.composite
@@ -227,14 +250,16 @@ def straddle(draw, target: Target, bucket: Bucket, B: int, H: int, HV: int, sup:
 
 @st.composite
 def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget: Budget, first: int = 0,
-              spare: int = 0, buffered: bool = False) -> dict:
+              spare: int = 0, buffered: bool = False, writes: str = "", capacity: int = 0) -> dict:
     """Pool size and slot indices. Slots a call writes are distinct from every slot another row reads or
     writes (overlaps race by every library's contract); a sacrificial slot 0 stays out of reach when
     padding redirects there or 0 is the null slot. Unique integer lists shrink toward the identity map.
     first > 0 (a large case): `spare` slots from `first` on, every request among them (their offsets are what
     overflows); one capacity per bucket, so a compile cache keyed on it sees one pool.
     buffered (a batch-row intermediate buffer): the pool has spare slots, so the slot map is seldom the identity and
-    a kernel that indexes the buffer by slot instead of batch row writes the wrong row."""
+    a kernel that indexes the buffer by slot instead of batch row writes the wrong row.
+    writes: the bucket's write mode ("same", "split", "token": taken where the case allows it; "": drawn here);
+    capacity > 0: the pool's size wherever the requests fit it (a compile key of strided pools)."""
     null = sem.pad.null_index
     if not sup.pool:
         return dict(pool=B, read_slots=tuple(range(B)), null=null)
@@ -242,16 +267,18 @@ def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget
     padded = draw(st.lists(st.booleans(), min_size=B, max_size=B))
     real = B - sum(padded)
     room = spare if first else B * T + B  # a large pool's requests must fit its spare slots
-    token = sup.token_slots and may_scatter and op == "verify" and T >= 2 and real + B * T <= room \
-        and draw(st.booleans())
-    split = not token and sup.split_write and 2 * B <= room and draw(st.booleans())
+    token = sup.token_slots and may_scatter and op == "verify" and T >= 2 and real + B * T <= min(room, MAX_IDS) \
+        and (writes == "token" if writes else draw(st.booleans()))
+    split = not token and sup.split_write and 2 * B <= room and (writes == "split" if writes else draw(st.booleans()))
     extra = B * T if token else B if split else 0
     need = max(reserved + real + extra, 1)
     if first:
         pool, low = first + spare, first
     else:
         more = (1, B, budget.max_pool) if buffered else (0, 1, budget.max_pool)
-        pool, low = draw(st.integers(need + more[0], need + draw(st.sampled_from(more)))), reserved
+        least = need + more[0]
+        pool = max(capacity, least) if capacity else draw(st.integers(least, need + draw(st.sampled_from(more))))
+        low = reserved
     # No ids to draw when every row is padded: pool may then be just the reserved slot 0 (empty range).
     ids = iter(draw(st.lists(st.integers(low, pool - 1), unique=True, min_size=real + extra,
                              max_size=real + extra)) if real + extra else ())

@@ -51,7 +51,8 @@ def run_job(job: Job, args, watch: Watch | None = None) -> dict:
     cmd = ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", job.family,
            f"--gdn-masks={args.masks}", f"--gdn-test-seconds={args.test_seconds:g}",
            f"--gdn-shrink-seconds={args.shrink_seconds:g}", f"--gdn-report={report}", f"--gdn-live-log={live}",
-           *([f"-n{args.workers}"] if args.workers > 1 else []),
+           *(["--gdn-workers=auto"] if args.workers == "auto" else [f"-n{args.workers}"] if int(args.workers) > 1
+             else []),
            *([f"--gdn-db={job.out / (job.name + '-db')}"] if args.db_per_run else []),
            *([f"--gdn-resume={resume}"] if resume and resume.is_file() else []), *args.pytest]
     began = time.monotonic()
@@ -333,10 +334,11 @@ def _check(args, wheres: list[installation.Installation]) -> None:
     for name, value, ok, expected in (
             ("--test-seconds", args.test_seconds, args.test_seconds > 0, "> 0"),
             ("--shrink-seconds", args.shrink_seconds, args.shrink_seconds >= 0, ">= 0"),
-            ("--workers", args.workers, args.workers >= 1, ">= 1"),
+            ("--workers", args.workers,
+             args.workers == "auto" or str(args.workers).isdigit() and int(args.workers) >= 1, ">= 1 or auto"),
             ("--timeout", args.timeout, args.timeout is None or args.timeout > 0, "> 0")):
         if not ok:
-            raise ValueError(f"{name} {value:g}: expected {expected}")
+            raise ValueError(f"{name} {value if isinstance(value, str) else f'{value:g}'}: expected {expected}")
     if args.resume and not args.resume.is_dir():
         raise ValueError(f"--resume {args.resume}: no such directory (an earlier campaign's --out)")
     if args.resume and args.resume.resolve() == args.out.resolve():
@@ -354,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="h200", choices=PROFILES)
     p.add_argument("--test-seconds", type=float, default=60.0, help="time box per fuzz test")
     p.add_argument("--shrink-seconds", type=float, default=120.0)
-    p.add_argument("--workers", type=int, default=1, help="pytest-xdist workers per run (-n)")
+    p.add_argument("--workers", default="1", help="pytest-xdist workers per run (-n), or auto: the count where "
+                   "distinct cases per minute peaked for the GPU (pytest's --gdn-workers auto, fuzz.run.workers)")
     p.add_argument("--masks", default="none", choices=("none", "release", "all"))
     p.add_argument("--timeout", type=float, default=None, help="seconds before a run is killed")
     p.add_argument("--db-per-run", action="store_true",

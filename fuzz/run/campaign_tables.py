@@ -36,7 +36,8 @@ def markdown(results: list[dict], args) -> str:
             if t["unavailable"]:
                 lines.append(f"- {name}: UNAVAILABLE: {t['unavailable']}")
             else:
-                runs = ", ".join(f"{op} {n} ({t['distinct'].get(op, n)} distinct)" for op, n in t["examples"].items())
+                runs = ", ".join(f"{op} {n} ({_share(t['distinct'].get(op, n), r['distinct'], minutes)})"
+                                 for op, n in t["examples"].items())
                 lines.append(f"- {name} {t['version'] or ''}: {runs or 'no examples'}"
                              + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.get("ops_off", {}).items()))
         lines += ["", "| # | kind | target / op | minimal coordinate | first hit | hits | note |",
@@ -52,6 +53,11 @@ def markdown(results: list[dict], args) -> str:
                   if not any(e["test"] == f["test"] for f in r["failures"])]
         lines += ["", *by_bug(r), ""]
     return "\n".join(lines)
+
+
+def _share(distinct: int, total: int, minutes: float) -> str:
+    """A target and operation's distinct cases, per minute of the run and as a share of all of the run's."""
+    return f"{distinct} distinct, {distinct / minutes:.0f} per minute, {100 * distinct / max(total, 1):.0f}%"
 
 
 def _database(own: bool | None) -> str:

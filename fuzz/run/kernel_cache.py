@@ -12,7 +12,10 @@ and --gdn-isolate workers inherit the environment; a campaign's installations ea
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,4 +68,111 @@ def configure(root: str | os.PathLike | None, environ=os.environ) -> KernelCache
     return KernelCache(base, directories, kept)
 
 
-__all__ = ["CACHES", "KernelCache", "configure", "default_root"]
+# ---- worker processes: a workspace each, published to the shared one ------------------------------------------------
+# FlashInfer (0.7, jit/cute_dsl_core.py JitSpecCuteDsl.build_and_load) holds one file lock per kernel module (every
+# decode kernel of gdn_decode_bf16_state.py, say) for the whole of a compile, and the lock lives in the workspace. So
+# the processes of one workspace compile one kernel of a module at a time: 16 workers meeting new bf16-state compile
+# keys wait in one line. A cache hit reads the object file without the lock. Hence each worker process gets a
+# workspace of its own holding links to every object the shared one has (hits stay hits), compiles in it unlocked by
+# the others, and publishes what it compiled back to the shared one.
+PRIVATE = ".workers"  # under the shared workspace (one filesystem, so links work); removed when a worker is done
+_SKIP = ("tmp",)  # FlashInfer's lock directory
+
+
+def _entries(root: Path):
+    """(relative path, path) of the files a workspace's caches hold: not locks, not half-written temporaries."""
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = [d for d in subdirs if d not in _SKIP and d != PRIVATE]
+        for name in files:
+            if name.endswith(".lock") or ".tmp" in name:
+                continue
+            path = Path(directory) / name
+            yield path.relative_to(root), path
+
+
+def _place(source: Path, target: Path) -> None:
+    """target := source, atomically (a link where the filesystem allows, else a copy), never over an existing one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f"{target.name}.tmp.gdn{os.getpid()}")
+    try:
+        os.link(source, staging)
+    except OSError:
+        shutil.copy2(source, staging)
+    os.replace(staging, target)
+
+
+def private_workspace(shared: str | os.PathLike) -> Path:
+    """A new workspace under `shared` holding links to every compiled object `shared` has."""
+    private = Path(tempfile.mkdtemp(prefix="w", dir=Path(shared) / PRIVATE if _mkdir(Path(shared) / PRIVATE)
+                                    else None))
+    for relative, path in _entries(Path(shared)):
+        _place(path, private / relative)
+    return private
+
+
+def publish(private: str | os.PathLike, shared: str | os.PathLike) -> int:
+    """Link each object `private` has and `shared` lacks into `shared`; a module's commit marker (FlashInfer's
+    meta.json, written after its first object) after its objects. Returns how many were added."""
+    added, markers = 0, []
+    for relative, path in _entries(Path(private)):
+        target = Path(shared) / relative
+        if target.exists():
+            continue
+        if relative.name == "meta.json":
+            markers.append((path, target))
+            continue
+        _place(path, target)
+        added += 1
+    for path, target in markers:
+        _place(path, target)
+    return added
+
+
+# ---- where a check's kernel time went: compiling, or running ---------------------------------------------------------
+BUILD_LOG = "FLASHINFER_JIT_BUILD_LOG"  # FlashInfer (0.7, jit/core.py _record_jit_build) appends a line per compile
+
+
+class BuildLog:
+    """The compiles FlashInfer records in this process's build log (set BUILD_LOG to `path` before the first check):
+    `take()` gives the seconds compiled since the last take. Loading a compiled kernel from the cache is no compile:
+    it stays in the kernel phase."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path, self._offset = Path(path), 0
+
+    def take(self) -> float:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return 0.0
+        complete = data[:data.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        seconds = 0.0
+        for line in complete.splitlines():
+            try:
+                seconds += float(json.loads(line).get("seconds", 0.0))
+            except (ValueError, AttributeError):
+                continue
+        return seconds
+
+
+def split_compile(phases: dict, compiled: float) -> dict:
+    """A check's phases with the compile seconds taken out of its kernel phase (into "compile")."""
+    if compiled <= 0:
+        return phases
+    moved = min(compiled, phases.get("kernel", 0.0))
+    return {**phases, "kernel": phases.get("kernel", 0.0) - moved, "compile": moved}
+
+
+def _mkdir(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return True
+    except OSError:
+        return False
+
+
+__all__ = ["BUILD_LOG", "CACHES", "BuildLog", "KernelCache", "configure", "default_root", "private_workspace",
+           "publish", "split_compile"]

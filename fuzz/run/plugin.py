@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -78,8 +78,44 @@ def pytest_addoption(parser):
     add("--gdn-kernel-cache", default=None, metavar="DIR",
         help="keep compiled kernels under DIR, one directory per library release (default: "
              "$XDG_CACHE_HOME/gdn-fuzz/kernels); restore it in CI, keyed by the library versions and the GPU arch")
+    add("--gdn-workers", default=None, metavar="N|auto",
+        help="pytest-xdist workers (needs pytest-xdist); 'auto' on a GPU profile: the count where distinct cases per "
+             "minute peaked for this GPU kind, capped by its free memory and the cores (fuzz.run.workers); "
+             "-n auto picks the same on a GPU profile")
     add("--gdn-sanitize", action="store_true", default=False,
         help="re-run each shrunk KernelCrash / GuardBreach under compute-sanitizer memcheck and attach its report")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """--gdn-workers: set pytest-xdist's worker count before xdist reads it (this conftest's hook runs before
+    xdist's: pluggy calls the later-registered first)."""
+    if (value := config.getoption("gdn_workers", None)) is None or hasattr(config, "workerinput"):
+        return  # (an xdist worker gets the controller's options: it runs no workers of its own)
+    if not config.pluginmanager.hasplugin("xdist"):
+        raise pytest.UsageError(f"--gdn-workers={value}: needs pytest-xdist (pip install pytest-xdist)")
+    try:
+        config.option.numprocesses = _workers(config, value)
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from e
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """-n auto on a GPU profile: the gdn-fuzz count (fuzz.run.workers); on a CPU profile, xdist's own."""
+    profile = config.getoption("hypothesis_profile", None) or "dev"
+    if profile not in PROFILES or budget_for(profile).device == "cpu":
+        return None
+    try:
+        return _workers(config, "auto")
+    except ValueError:
+        return None
+
+
+def _workers(config, value: str) -> int:
+    from fuzz.run.workers import resolve
+
+    return resolve(value, budget_for(config.getoption("hypothesis_profile", None) or "dev").device)
 
 
 def pytest_configure(config):
@@ -316,7 +352,8 @@ def _complete(session: FuzzSession) -> RunReport:
 
     if (s := stats()).calls:  # this process ran isolated checks (an xdist controller never does: it merges)
         session.report.isolation = Counter(calls=s.calls, starts=s.starts, restarts=s.restarts, crashes=s.crashes,
-                                           hangs=s.hangs, start_seconds=round(sum(s.start_seconds), 2))
+                                           hangs=s.hangs, start_seconds=round(sum(s.start_seconds), 2),
+                                           first_seconds=round(sum(s.first_seconds), 2), firsts=len(s.first_seconds))
     return session.report
 
 
@@ -330,9 +367,18 @@ def pytest_sessionfinish(session, exitstatus):
         config.workeroutput["gdn_report"] = json.dumps(report.to_json())
         config.workeroutput["gdn_fuzz_tests"] = fuzz_tests
         return
-    if path := config.getoption("gdn_report"):
-        # a worker that died or sent nothing back: its last per-test part stands in for its final report
-        found = merge_parts(report, path, skip=merged_workers, errors=False)
+    path = config.getoption("gdn_report")
+    # a worker that died or sent nothing back: its last per-test part stands in for its final report
+    found = merge_parts(report, path, skip=merged_workers, errors=False) if path else {}
+    if ACTIVE.budget.plan_size and ACTIVE.options.kernel_cache:  # a GPU profile: was its plan compiled ahead?
+        from fuzz.run.warm import status
+
+        ran = defaultdict(set)
+        for target, op in report.examples:
+            ran[target].add(op)
+        report.warm = status(ran, ACTIVE.options.kernel_cache.directories.values(), ACTIVE.profile, ACTIVE.budget,
+                             ACTIVE.options.masks)
+    if path:
         report.write(path)
         for part in found.values():
             part.unlink()
@@ -373,6 +419,7 @@ def pytest_terminal_summary(terminalreporter, config):
                                     red=True)
 
 
-__all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests", "pytest_pyfunc_call",
+__all__ = ["pytest_addoption", "pytest_cmdline_main", "pytest_configure", "pytest_xdist_auto_num_workers",
+           "pytest_generate_tests", "pytest_pyfunc_call",
            "pytest_runtest_logreport", "pytest_runtest_teardown", "pytest_sessionfinish", "pytest_testnodedown",
            "pytest_terminal_summary"]

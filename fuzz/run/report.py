@@ -70,6 +70,7 @@ class RunReport:
     phases: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> phase -> seconds
     isolation: Counter = field(default_factory=Counter)  # --gdn-isolate workers: calls, starts, crashes, hangs, ...
     kernel_cache: str = ""  # where compiled kernels are kept (fuzz.run.kernel_cache.KernelCache.describe)
+    warm: str = ""  # whether the plan this run drew from was compiled ahead (fuzz.run.warm.status); GPU profiles
 
     # ---- filling ---------------------------------------------------------------------------------------------
     def record(self, test: str, op: str, result: CheckResult, seconds: float, stage: str) -> None:
@@ -82,7 +83,8 @@ class RunReport:
         case = result.case
         self.records.append({
             "test": test, "target": result.target, "op": op, "case": repr(case), "T": case.T,
-            "state_dtype": case.state_dtype, "bucket": result.bucket, "outcome": result.outcome, "stage": stage,
+            "state_dtype": case.state_dtype, "input_dtype": case.input_dtype, "bucket": result.bucket,
+            "outcome": result.outcome, "stage": stage,
             "ratios": {c.kind: c.ratio for c in result.comparisons}, "seconds": round(seconds, 4)})
 
     def add_failure(self, record: FailureRecord) -> None:
@@ -94,8 +96,7 @@ class RunReport:
 
     def summary_lines(self) -> list[str]:
         lines = [f"gdn-fuzz profile '{self.profile}' on {self.device}:"]
-        if self.kernel_cache:
-            lines.append(f"  {self.kernel_cache}")
+        lines += [f"  {line}" for line in (self.kernel_cache, self.warm) if line]
         for name, t in self.targets.items():
             if t["unavailable"]:
                 lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
@@ -111,6 +112,7 @@ class RunReport:
         if self.isolation:
             s = self.isolation
             per = f", {s['start_seconds'] / s['starts']:.2f} s per start" if s["starts"] else ""
+            per += f", {s['first_seconds'] / s['firsts']:.2f} s from start to first example" if s["firsts"] else ""
             lines.append(f"  isolated in worker processes: {s['calls']} calls, {s['starts']} starts ({s['restarts']} "
                          f"restarts{per}), {s['crashes']} crashes, {s['hangs']} hangs")
         if unjudged := Counter(r["target"] for r in self.records if r["outcome"] == "unjudged"):
@@ -137,7 +139,8 @@ class RunReport:
         return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
                 "targets": targets, "tests": self.tests, "failures": [f.to_json() for f in self.failures],
                 "errors": self.errors, "records": self.records, "isolation": dict(self.isolation),
-                "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache}
+                "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache,
+                "warm": self.warm}
 
     @classmethod
     def from_json(cls, d: dict) -> RunReport:
@@ -156,6 +159,7 @@ class RunReport:
             report.phases[t].update(p)
         report.isolation.update(d.get("isolation", {}))
         report.kernel_cache = d.get("kernel_cache", "")  # absent in reports written before the cache option
+        report.warm = d.get("warm", "")  # absent before gdn-fuzz warm
         return report
 
     def write(self, path: str | Path) -> None:

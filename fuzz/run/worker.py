@@ -24,9 +24,11 @@ workers, alone and after that previous case, to find the call that makes it.
 A dead or discarded child is replaced lazily, on the next call: restarts happen only after crashes and
 hangs, and Hypothesis shrinks a crash like any other failure (each crashing shrink step costs a restart).
 A restart costs an interpreter and the torch import (about 1.5 s on a CPU machine) plus, on a GPU, a CUDA
-context and loading compiled kernels: keep compile caches on disk (Triton: TRITON_CACHE_DIR, default
-~/.triton/cache; FlashInfer's CuTe DSL objects: FLASHINFER_WORKSPACE_BASE); the child inherits the parent's
-environment. Workers are cached per (family overrides, device) and stopped at exit.
+context and loading compiled kernels: keep compile caches on disk (--gdn-kernel-cache; Triton: TRITON_CACHE_DIR,
+FlashInfer's CuTe DSL objects: FLASHINFER_WORKSPACE_BASE); the child inherits the parent's environment, except that
+each child gets a FlashInfer workspace of its own linked to the shared one, and what it compiled is published back
+every PUBLISH_SECONDS and when it stops (fuzz.run.kernel_cache: FlashInfer compiles one kernel per module at a time
+per workspace). Workers are cached per (family overrides, device) and stopped at exit.
 
 """
 from __future__ import annotations
@@ -47,6 +49,7 @@ from multiprocessing.connection import wait
 
 from fuzz.case import Case
 from fuzz.judge.failures import KernelCrash, KernelHang, normalized
+from fuzz.run import kernel_cache
 from fuzz.run.harness import PHASES, dispatch_bucket, failure_bucket
 from fuzz.run.result import CheckResult, CrashAttribution, Failure, in_phase
 
@@ -60,6 +63,8 @@ POISON_MARKERS = ("illegal memory access", "illegal address", "unspecified launc
 STDERR_LINES = 20  # stderr tail quoted in a crash / hang report
 STAGES = (*PHASES, "health probe")  # where a child can be while it serves a check, published by index
 BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}  # a kernel's error raises in the call that launched it
+WORKSPACE = "FLASHINFER_WORKSPACE_BASE"  # the shared FlashInfer workspace; each child gets one of its own
+PUBLISH_SECONDS = 30.0  # how often a child's new compiled kernels are published to the shared workspace
 
 # faulthandler lines that say nothing about the kernel: the spawn bootstrap frames, the extension list
 _NOISE = re.compile(r'File "(<string>|.*[/\\]multiprocessing[/\\][^"]*)"|^Extension modules:')
@@ -80,6 +85,7 @@ def poisoned(text: str) -> bool:
 class WorkerStats:
     starts: int = 0
     start_seconds: list = field(default_factory=list)  # spawn until the child has imported the harness
+    first_seconds: list = field(default_factory=list)  # spawn until its first check's answer (compiles included)
     calls: int = 0
     crashes: int = 0  # deaths and poisoned contexts
     hangs: int = 0
@@ -101,6 +107,9 @@ class Worker:
         self.stats = WorkerStats()
         self._proc = self._conn = self._stage = None
         self._last = None  # (target name, case) the current child checked last: a crash's previous case
+        self._workspace = self._shared = None  # the current child's own FlashInfer workspace, and the shared one
+        self._began = None  # when the current child was started, until its first answer (perf_counter)
+        self._published = 0.0  # when it was last published (monotonic)
         self._dir = tempfile.mkdtemp(prefix="gdn-worker-")
         self.log_path = os.path.join(self._dir, "stderr.log")  # the child's stdout + stderr, per start
 
@@ -120,7 +129,10 @@ class Worker:
         if not self.alive:
             self.start()  # first call, or the last child crashed / hung / was discarded
         self.stats.calls += 1
+        if self._workspace and time.monotonic() - self._published > PUBLISH_SECONDS:
+            self._publish()
         previous, self._last = self._last, (name, case)
+        sent = time.perf_counter()
         try:
             self._conn.send(("check", name, case))
             reply = self._receive(self.timeout)
@@ -156,6 +168,13 @@ class Worker:
         if kind == "error":
             raise WorkerError(f"{case!r}: the harness raised in the worker: {payload}")
         result: CheckResult = payload
+        now = time.perf_counter()
+        if self._began is not None:  # this child's first answer: its start-up plus its first example
+            self.stats.first_seconds.append(now - self._began)
+            self._began = None
+        # the round trip beyond the child's phases: pickling, the pipe, the post-call health probe
+        result = dataclasses.replace(result, phases={**result.phases,
+                                                     "ipc": max(now - sent - sum(result.phases.values()), 0.0)})
         failure = result.failure
         raised = failure is not None and poisoned(failure.detail)  # the library's own call raised the CUDA error
         if probe or raised:
@@ -184,7 +203,12 @@ class Worker:
         ctx = multiprocessing.get_context("spawn")
         conn, child_conn = ctx.Pipe()
         self._stage, self._last = ctx.RawValue("b", -1), None  # a new child: no phase yet, no case before
-        proc = ctx.Process(target=_serve, args=(child_conn, self.overrides, self.device, self.env, self.log_path,
+        env = dict(self.env)
+        self._shared = env.get(WORKSPACE) or os.environ.get(WORKSPACE)  # this worker's (a fresh one's) or the run's
+        if self._shared:
+            self._workspace, self._published = kernel_cache.private_workspace(self._shared), time.monotonic()
+            env[WORKSPACE] = str(self._workspace)
+        proc = ctx.Process(target=_serve, args=(child_conn, self.overrides, self.device, env, self.log_path,
                                                 self._stage), name=f"gdn-worker-{self.device}", daemon=True)
         began = time.perf_counter()
         proc.start()
@@ -197,6 +221,7 @@ class Worker:
             self.stop(graceful=False)
             raise WorkerError(f"the {self.device} worker did not start ({status}); stderr:\n{self._tail()}")
         self.stats.start_seconds.append(time.perf_counter() - began)
+        self._began = began
 
     def stop(self, graceful: bool = True) -> None:
         proc, conn = self._proc, self._conn
@@ -213,6 +238,14 @@ class Worker:
             proc.kill()
         proc.join(5.0)
         conn.close()
+        if self._workspace:  # what the child compiled outlives it, a crash included
+            self._publish()
+            shutil.rmtree(self._workspace, ignore_errors=True)
+            self._workspace = None
+
+    def _publish(self) -> None:
+        kernel_cache.publish(self._workspace, self._shared)
+        self._published = time.monotonic()
 
     def close(self) -> None:
         self.stop()
@@ -344,6 +377,8 @@ def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], lo
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     os.environ.update(env)
+    os.environ[kernel_cache.BUILD_LOG] = os.path.join(os.path.dirname(log_path), f"builds-{os.getpid()}.jsonl")
+    builds = kernel_cache.BuildLog(os.environ[kernel_cache.BUILD_LOG])
     from fuzz.run.harness import check
     from fuzz.targets.registry import TARGETS, set_overrides
 
@@ -364,7 +399,8 @@ def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], lo
         _, name, case = msg
         stage.value = -1
         try:
-            reply = ("ok", check(by_name[name], case, device, reached))
+            result = check(by_name[name], case, device, reached)
+            reply = ("ok", dataclasses.replace(result, phases=kernel_cache.split_compile(result.phases, builds.take())))
         except Exception as e:  # noqa: BLE001 - reported to the parent, which raises WorkerError
             reply = ("error", "".join(traceback.format_exception(e)))
         ended = _stage(stage.value)
@@ -422,6 +458,7 @@ def stats() -> WorkerStats:
         total.workers += w.stats.starts > 0
         total.starts += w.stats.starts
         total.start_seconds += w.stats.start_seconds
+        total.first_seconds += w.stats.first_seconds
         total.calls += w.stats.calls
         total.crashes += w.stats.crashes
         total.hangs += w.stats.hangs

@@ -1,0 +1,307 @@
+"""`gdn-fuzz warm`: compile a profile's bucket plan into the kernel cache ahead of a run.
+
+    gdn-fuzz warm --profile h200 [-k flashinfer-] [--jobs 16] [--masks release] [--kernel-cache DIR]
+
+A GPU run spends its examples inside the compile buckets of a fixed plan (fuzz.generate.strategies.bucket_plan). A
+bucket is still several compiled kernels: the library picks a tile by B * HV (fuzz.targets.dispatch and the kernels'
+own tile tables), so one bucket compiles once per batch band. `warm` runs, for every available target, operation and
+planned bucket, one case per batch on a ladder that crosses those bands (plan_batches), in `--jobs` isolated worker
+processes at once (each compiles in a FlashInfer workspace of its own and publishes to the shared one:
+fuzz.run.kernel_cache). Verdicts are not its business: a case that fails here is the fuzz run's to find and shrink.
+
+It writes what it warmed (per target and operation, the release and a digest of the plan) to `gdn-warm.json` in each
+cache directory; a run reads it back (`status`) and says in its targets table whether every bucket it drew from was
+warmed ahead, or which were not.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fuzz.case import Case
+from fuzz.generate.profiles import PROFILES, Budget, budget_for
+from fuzz.generate.strategies import MAX_STRADDLE_B, Bucket, bucket_plan
+from fuzz.targets import dispatch
+from fuzz.targets.known_bugs import MASK_POLICIES
+
+MANIFEST = "gdn-warm.json"
+# B * HV bands where kernels pick another tile without changing kernel (FlashInfer 0.7.4 gdn_decode_mtp.py
+# get_mtp_config: 64 / 128 / 448 / 1024 work units; gdn_decode_bf16_state.py: 128, 512, 1024, and the grid's waves
+# over the SMs, plan_batches)
+WORK_BANDS = (64, 128, 448, 512, 1024)
+WARM_BYTES = 2 << 30  # the largest case warmed (fuzz.run.memory.peak_bytes): past a thousand requests with a slot per
+# token, a case takes tens of GiB of pool and is rare in a run; one that is drawn compiles then
+
+
+def plan_batches(target, bucket: Bucket, budget: Budget, sup) -> tuple[int, ...]:
+    """Batch sizes that reach each tile band and dispatch side a bucket's cases can: powers of two up to the budget's
+    largest B, B just short of and just past each band and each dispatch threshold (the strategies' straddle)."""
+    H, HV, T = bucket.H, bucket.HV, max(bucket.T, 1)
+    least = sup.least_B(H, bucket.T)
+    found = {least, budget.max_B}
+    found |= {2 ** i for i in range(budget.max_B.bit_length())}
+    sms = dispatch.num_sms()
+    bands = (*WORK_BANDS, 2 * sms, 4 * sms)  # bf16 MTP: tile_v by waves of the grid over the SMs
+    found |= {b for w in bands for b in (w // HV, w // HV + 1) if b <= budget.max_B}
+    for t in dispatch.thresholds(target.path, target.release()):
+        if t.applies(T, bucket.buffer, bucket.update):
+            found |= {b for above in (False, True) if 1 <= (b := t.batch(above, H, HV, sms)) <= MAX_STRADDLE_B}
+    return tuple(sorted(b for b in found if b >= least))
+
+
+def plan_case(target, op: str, bucket: Bucket, B: int, budget: Budget, sup) -> Case:
+    """The simplest case of a bucket at batch B: every request real, slots in order after the reserved one, the
+    bucket's write mode, buffer geometry, flags and pool capacity (what the library keys its kernels by). `sup`: the
+    support the bucket was planned in."""
+    sem = target.semantics()
+    T = max(bucket.T, 1) if op != "prefill" else min(budget.max_T, sup.max_T or budget.max_T)
+    null = sem.pad.null_index
+    fields = dict(pool=B, read_slots=tuple(range(B)), null=null)
+    if sup.pool:
+        low = 1 if (null == 0 or "slot0" in (sem.pad.read, sem.pad.write)) else 0
+        reads = tuple(range(low, low + B))
+        nxt = low + B
+        if bucket.writes == "token" and op == "verify" and T >= 2 and bucket.update and not bucket.buffer:
+            fields["token_slots"] = tuple(tuple(range(nxt + i * T, nxt + (i + 1) * T)) for i in range(B))
+            nxt += B * T
+        elif bucket.writes == "split":
+            fields["write_slots"] = tuple(range(nxt, nxt + B))
+            nxt += B
+        need = nxt + (1 if bucket.buffer else 0)
+        fields.update(pool=max(bucket.capacity, need), read_slots=reads)
+    gap = min((g for g in budget.gaps if g), default=0) if bucket.strided else 0
+    return Case(op=op, H=bucket.H, HV=bucket.HV, K=bucket.K, V=bucket.V, T=T, seed=0,
+                seqlens=(T,) * B if op == "prefill" else (), pool_gap=gap,
+                inter_rows=B if bucket.buffer else 0, inter_steps=T + bucket.spare_steps if bucket.buffer else 0,
+                inter_spare_steps=bucket.sliced if bucket.buffer else 0, state_dtype=bucket.state_dtype,
+                input_dtype=bucket.input_dtype, index_dtype=bucket.index_dtype, layout=bucket.layout,
+                l2norm=bucket.l2norm, update=bucket.update, output_given=bucket.output_given, **fields)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One planned bucket of one target and operation, with its cases (one per batch of its ladder)."""
+
+    target: str
+    op: str
+    bucket: Bucket
+    cases: tuple[Case, ...]
+
+
+def plan_digest(target, op: str, budget: Budget, masks: str) -> str:
+    """What identifies a warmed plan: the target's release and the planned buckets."""
+    from fuzz.targets.known_bugs import known_bugs
+
+    bugs = known_bugs(target.path, target.release(), masks)
+    text = repr((target.release(), bucket_plan(target.name, op, target.declared(bugs), budget)))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def units_for(targets, budget: Budget, masks: str) -> tuple[list[Unit], dict[str, str]]:
+    """Every planned bucket of the available targets (their known-bug masks applied by `masks`); and the targets left
+    out, with why."""
+    from fuzz.case import CaseError
+    from fuzz.run.memory import peak_bytes
+    from fuzz.targets.known_bugs import known_bugs, masked_reason
+
+    units, skipped = [], {}
+    for target in targets:
+        if reason := target.unavailable_reason(budget.device):
+            skipped[target.name] = reason
+            continue
+        bugs = known_bugs(target.path, target.release(), masks)
+        sup = target.declared(bugs)
+        for op in sorted(target.support.ops):
+            if masked_reason(bugs, op):
+                continue
+            for bucket in bucket_plan(target.name, op, sup, budget):
+                made = []
+                for B in plan_batches(target, bucket, budget, sup):
+                    try:
+                        case = plan_case(target, op, bucket, B, budget, sup)
+                    except CaseError:
+                        continue  # a batch this bucket's geometry cannot hold
+                    if peak_bytes(case, target.offset_bits()) <= WARM_BYTES:  # a larger one compiles when drawn
+                        made.append(case)
+                units.append(Unit(target.name, op, bucket, tuple(made)))
+    return units, skipped
+
+
+# ---- the manifest ---------------------------------------------------------------------------------------------
+def read_manifest(directory: str | os.PathLike) -> dict:
+    try:
+        return json.loads((Path(directory) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_manifest(directory: str | os.PathLike, entries: dict, meta: dict) -> None:
+    """Add `entries` ("profile/masks/target/op" -> digest) to the directory's manifest, atomically."""
+    path = Path(directory) / MANIFEST
+    manifest = read_manifest(directory)
+    manifest.setdefault("plans", {}).update(entries)
+    manifest["last"] = meta
+    staging = path.with_name(f"{MANIFEST}.tmp{os.getpid()}")
+    staging.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    os.replace(staging, path)
+
+
+def status(ran: dict, directories, profile: str, budget: Budget, masks: str) -> str:
+    """One line for the targets table: whether every (target, op) this run drew from (`ran`: target -> ops) was warmed
+    ahead for this plan, from the manifests in the cache `directories`."""
+    from fuzz.targets.registry import TARGETS
+
+    warmed, last = {}, {}
+    for directory in directories:
+        manifest = read_manifest(directory)
+        warmed.update(manifest.get("plans", {}))
+        last = manifest.get("last", last)
+    by_name = {t.name: t for t in TARGETS}
+    cold = [f"{name} {op}" for name, ops in sorted(ran.items()) if name in by_name for op in sorted(ops)
+            if op in by_name[name].support.ops
+            and warmed.get(_key(profile, masks, name, op)) != plan_digest(by_name[name], op, budget, masks)]
+    if not ran:
+        return "warm-up: no fuzz test ran"
+    if not cold:
+        return (f"warm-up: every bucket this run drew from was compiled ahead (gdn-fuzz warm, {last.get('when', '?')},"
+                f" {last.get('cases', '?')} cases in {last.get('seconds', '?')} s)")
+    return (f"warm-up: not compiled ahead for this plan: {', '.join(cold)} (gdn-fuzz warm --profile {profile} "
+            f"--masks {masks} compiles them)")
+
+
+def _key(profile: str, masks: str, target: str, op: str) -> str:
+    return f"{profile}/{masks}/{target}/{op}"
+
+
+# ---- running --------------------------------------------------------------------------------------------------
+@dataclass
+class Progress:
+    """Cases done out of all, printed to stderr as a bar (a line per tenth where stderr is not a terminal)."""
+
+    total: int
+    done: int = 0
+    failed: int = 0
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    _shown: int = -1
+
+    def step(self, failed: bool) -> None:
+        with self._lock:
+            self.done += 1
+            self.failed += failed
+            tenth = 10 * self.done // max(self.total, 1)
+            if sys.stderr.isatty() or tenth != self._shown:
+                self._shown = tenth
+                bar = "#" * (30 * self.done // max(self.total, 1))
+                end = "\r" if sys.stderr.isatty() and self.done < self.total else "\n"
+                print(f"warm [{bar:30s}] {self.done}/{self.total} cases, {time.monotonic() - self.started:.0f} s",
+                      end=end, file=sys.stderr, flush=True)
+
+
+def run_units(units: list[Unit], device: str, jobs: int, timeout: float) -> Progress:
+    """Check every unit's cases in `jobs` isolated workers at once, a unit's cases in one worker (a compile key is
+    compiled once), the largest units first."""
+    from fuzz.run.worker import Worker, current_overrides
+    from fuzz.targets.registry import TARGETS
+
+    by_name = {t.name: t for t in TARGETS}
+    queue = sorted(units, key=lambda u: -len(u.cases))
+    progress = Progress(sum(len(u.cases) for u in units))
+    lock, errors = threading.Lock(), []
+
+    def serve() -> None:
+        worker = Worker(current_overrides(), device, timeout)
+        try:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    unit = queue.pop(0)
+                for case in unit.cases:
+                    progress.step(worker.check(by_name[unit.target], case).failure is not None)
+        except Exception as e:  # noqa: BLE001 - a worker that cannot start or a harness error ends this thread only
+            errors.append(f"{type(e).__name__}: {e}")
+        finally:
+            worker.close()
+
+    threads = [threading.Thread(target=serve, daemon=True) for _ in range(max(1, min(jobs, len(queue))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} warm-up worker(s) stopped: {errors[0]}")
+    return progress
+
+
+def main(argv: list[str] | None = None) -> int:
+    from fuzz.cli.main import BAD_INPUT, Parser
+
+    p = Parser(prog="gdn-fuzz warm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", default="h200", choices=PROFILES)
+    p.add_argument("-k", default="", metavar="SUBSTRING", help="only targets whose name contains it")
+    p.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 16),
+                   help="worker processes compiling at once (default: the cores, at most 16)")
+    p.add_argument("--masks", default="release", choices=MASK_POLICIES,
+                   help="the known-bug mask policy of the run to warm for (its plan depends on it)")
+    p.add_argument("--kernel-cache", default=None, metavar="DIR", help="as pytest's --gdn-kernel-cache")
+    p.add_argument("--override", action="append", default=[], metavar="FAMILY=module",
+                   help="as pytest's --gdn-target")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds one case may take (compiles included)")
+    args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs {args.jobs}: expected at least 1")
+    budget = budget_for(args.profile)
+    if not budget.plan_size:
+        print(f"gdn-fuzz warm: the {args.profile} profile draws its buckets freely, with no plan to compile ahead")
+        return 0
+    if budget.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from fuzz.run import kernel_cache
+
+    try:
+        cache = kernel_cache.configure(args.kernel_cache)
+    except ValueError as e:
+        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: {e}\n")
+    from fuzz.targets.registry import TARGETS, set_overrides
+
+    try:
+        set_overrides(dict(o.split("=", 1) for o in args.override))
+    except ValueError as e:
+        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: --override: {e}\n")
+    chosen = [t for t in TARGETS if args.k in t.name]
+    if not chosen:
+        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: -k {args.k!r} selects no target\n")
+    units, skipped = units_for(chosen, budget, args.masks)
+    for name, why in sorted(skipped.items()):
+        print(f"{name}: not warmed: {why}")
+    if not units:
+        print("gdn-fuzz warm: nothing to compile: no selected target is available here", file=sys.stderr)
+        return 1
+    began = time.monotonic()
+    progress = run_units(units, budget.device, args.jobs, args.timeout)
+    seconds = time.monotonic() - began
+    by_name = {t.name: t for t in TARGETS}
+    pairs = sorted({(u.target, u.op) for u in units})
+    meta = {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cases": progress.total,
+            "seconds": round(seconds, 1), "jobs": args.jobs}
+    entries = {_key(args.profile, args.masks, name, op): plan_digest(by_name[name], op, budget, args.masks)
+               for name, op in pairs}
+    for directory in cache.directories.values():
+        write_manifest(directory, entries, meta)
+    print(f"gdn-fuzz warm: {progress.total} cases of {len(units)} planned buckets ({len(pairs)} target x operation "
+          f"pairs) in {seconds:.1f} s with {args.jobs} processes; {progress.failed} failed (not judged here: the "
+          f"fuzz run finds and shrinks them); {cache.describe()}")
+    return 0
+
+
+__all__ = ["MANIFEST", "Unit", "main", "plan_batches", "plan_case", "plan_digest", "run_units", "status", "units_for"]
