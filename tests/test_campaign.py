@@ -189,3 +189,12 @@ def test_a_campaign_resumes_each_run_from_the_same_runs_live_log(tmp_path, capsy
     with pytest.raises(SystemExit):  # its runs would delete the live logs they resume
         campaign.main(["fla-", "--profile", "ci", "--out", str(old), "--resume", str(old)])
     assert "give the new campaign another --out" in capsys.readouterr().err
+
+
+def test_a_k_among_the_pytest_arguments_narrows_the_family_instead_of_replacing_it():
+    """pytest keeps the last -k: passed on as it was, `--pytest -k X` ran other families under this one's title."""
+    from fuzz.run.campaign import selected
+
+    assert selected("flashinfer-", ["-k", "decode", "-p", "no:warnings", "-kbf16"]) == (
+        "(flashinfer-) and (decode) and (bf16)", ["-p", "no:warnings"])
+    assert selected("fla-", ["--gdn-isolate"]) == ("(fla-)", ["--gdn-isolate"])

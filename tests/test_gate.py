@@ -341,3 +341,26 @@ def test_progress_under_xdist(tmp_path, running):
                          "fuzz/a.py::t[x] \nfuzz/a.py::t[y] \n[gw1] [ 25%] PASSED fuzz/a.py::t[y] warning text\n")
     watch.poll()
     assert (watch.total, watch.outcomes, list(watch.running)) == (4, {"fuzz/a.py::t[y]": "PASSED"}, ["fuzz/a.py::t[x]"])
+
+
+# ---- before anything runs: sides whose comparison would mean nothing ------------------------------------------------
+def test_a_family_asked_for_that_loads_on_neither_side_is_one_line_and_exit_2(tmp_path, capsys):
+    """FlashInfer missing from both sides used to run 28 failing tests on each and PASS them as "unchanged"."""
+    code = gate.main(["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--families", "flashinfer",
+                      "--out", str(tmp_path / "out"), "--baseline-override", "flashinfer=no.such.module",
+                      "--candidate-override", f"flashinfer={STANDIN.split('=', 1)[1]}"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "flashinfer is unavailable on the baseline" in err, err
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_an_empty_directory_or_the_same_build_on_both_sides_is_one_line_and_exit_2(tmp_path, capsys):
+    """An empty --baseline directory used to fall through to the venv's own libraries: a release against itself."""
+    (tmp_path / "empty").mkdir()
+    assert gate.main(["gate", "--baseline", str(tmp_path / "empty"), "--candidate", sys.executable, "--families",
+                      "fla", "--out", str(tmp_path / "out")]) == 2
+    assert "holds none of fla (it holds: nothing)" in capsys.readouterr().err
+    assert gate.main(["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--families", "fla",
+                      "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "both sides load the same build (fla " in err and "--allow-same" in err, err

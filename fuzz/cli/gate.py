@@ -360,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     gate.add_argument("--out", type=Path, default=Path("gate-out"))
     gate.add_argument("--markdown", type=Path, default=None, metavar="FILE",
                       help="also write the markdown summary here (it always goes to OUT/summary.md)")
+    gate.add_argument("--allow-same", action="store_true",
+                      help="run even when both sides load the same build of every family (a self-check)")
     gate.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for both sides")
     args = parser.parse_args(argv)
 
@@ -377,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         gate.error(f"--families: {', '.join(unknown)} is no target family; expected some of {', '.join(FAMILIES)}")
     plan = Plan(args.profile, tuple(f for f in args.families.split(",") if f), args.k, args.examples,
                 tuple(args.pytest_args))
+    if why := preflight(sides, plan.families, args.allow_same):
+        print(f"gdn-fuzz gate: error: {why}", file=sys.stderr)
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out.resolve()
     for stale in ("summary.md", "gate.xml", "report.html"):  # an earlier gate's, which this one may not rewrite
@@ -401,6 +406,42 @@ def main(argv: list[str] | None = None) -> int:
     write_html(out / "report.html", result)
     print(text, f"report: {out / 'report.html'}, JUnit: {out / 'gate.xml'}, summary: {out / 'summary.md'}", sep="\n")
     return 0 if result.passed else 1
+
+
+def preflight(sides: list[Side], families: tuple[str, ...], allow_same: bool) -> str | None:
+    """Why no verdict could mean anything, in one line, before either side runs: a family the gate was asked for
+    that does not load on a side (each of its tests would fail the same way on both, and pass the gate as
+    "unchanged"); a side's directory that holds none of the families (its python would load its own); both sides
+    loading the same build of every family (unless allow_same). None when the sides can be compared, or when a side's
+    python cannot even say (its run reports why)."""
+    from fuzz.targets.registry import FAMILIES
+
+    asked = list(families) or list(FAMILIES)
+    found = {}
+    for side in sides:
+        if (libraries := side.where.libraries(asked, side.overrides)) is None:
+            return None
+        found[side.name] = libraries
+    for family in families:
+        for side in sides:
+            if why := found[side.name][family].get("why"):
+                return (f"{family} is unavailable on the {side.name} ({side.where.spec}): {why}; the gate compares it "
+                        "on both sides")
+    for side in sides:
+        if side.where.env and not side.overrides:  # a directory put first on PYTHONPATH
+            home = str(Path(side.where.spec).resolve())
+            if not any(lib.get("where", "").startswith(home) for lib in found[side.name].values()):
+                held = sorted(p.name for p in Path(home).iterdir())[:8]
+                return (f"the {side.name} directory {side.where.spec} holds none of {', '.join(asked)} (it holds: "
+                        f"{', '.join(held) or 'nothing'}), so its python would load its own")
+    loaded = [f for f in asked if all("why" not in found[s.name][f] for s in sides)]
+    same = [f for f in loaded if len({json.dumps(found[s.name][f], sort_keys=True) for s in sides}) == 1]
+    if loaded and same == loaded and not allow_same:
+        what = ", ".join(f"{f} {found[sides[0].name][f].get('version') or ''} from "
+                         f"{found[sides[0].name][f].get('override') or found[sides[0].name][f].get('where')}"
+                         for f in same)
+        return f"both sides load the same build ({what}): the gate would compare it with itself (--allow-same runs it)"
+    return None
 
 
 def _publish(text: str, out: Path, also: Path | None) -> None:

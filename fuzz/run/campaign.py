@@ -43,18 +43,33 @@ class Job:
         return f"{self.where.label}-{self.family.rstrip('-')}"
 
 
+def selected(family: str, pytest_args: list[str]) -> tuple[str, list[str]]:
+    """The run's -k: the family and-ed with each -k among the pytest arguments (pytest keeps only the last -k, so
+    passing them on would replace the family); and the other arguments."""
+    expressions, rest, args = [], [], iter(pytest_args)
+    for arg in args:
+        if arg == "-k":
+            expressions.append(next(args, ""))
+        elif arg.startswith("-k") and not arg.startswith("--"):
+            expressions.append(arg[2:])
+        else:
+            rest.append(arg)
+    return " and ".join(f"({e})" for e in (family, *expressions) if e), rest
+
+
 def run_job(job: Job, args, watch: Watch | None = None) -> dict:
     report, live = job.out / f"{job.name}.json", job.out / f"{job.name}-failures.jsonl"
     resume = args.resume / live.name if args.resume else None  # the same job's live log in an earlier campaign
     for stale in (report, live, *job.out.glob(f"{report.name}.gw*")):  # an earlier campaign's, in the same --out
         stale.unlink(missing_ok=True)
-    cmd = ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", job.family,
+    selection, extra = selected(job.family, args.pytest)
+    cmd = ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", selection,
            f"--gdn-masks={args.masks}", f"--gdn-test-seconds={args.test_seconds:g}",
            f"--gdn-shrink-seconds={args.shrink_seconds:g}", f"--gdn-report={report}", f"--gdn-live-log={live}",
            *(["--gdn-workers=auto"] if args.workers == "auto" else [f"-n{args.workers}"] if int(args.workers) > 1
              else []),
            *([f"--gdn-db={job.out / (job.name + '-db')}"] if args.db_per_run else []),
-           *([f"--gdn-resume={resume}"] if resume and resume.is_file() else []), *args.pytest]
+           *([f"--gdn-resume={resume}"] if resume and resume.is_file() else []), *extra]
     began = time.monotonic()
     proc = job.where.pytest(cmd, job.out / f"{job.name}.log")
     if watch is not None:

@@ -3,6 +3,8 @@ or the venv directory) or a directory put first on PYTHONPATH (`pip install --no
 compares two; a campaign fuzzes several releases at once. Every run uses this gdn-fuzz's fuzz suites."""
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -46,6 +48,17 @@ class Installation:
                                     stderr=subprocess.STDOUT, env={**os.environ, **self.env, **self.caches()},
                                     start_new_session=True)  # its own process group: a kill reaches its workers
 
+    def libraries(self, families: list[str], overrides: list[str]) -> dict | None:
+        """Per family: where this installation loads it from, {"version", "where", "override"}, or {"why"} it does
+        not load (the targets' own reason); None when the interpreter could not even say (the run reports that)."""
+        probe = subprocess.run([self.python, "-c", f"from {__name__} import probe; probe()", json.dumps(
+            {"families": families, "overrides": overrides})], cwd=SUITES.parent, capture_output=True, text=True,
+            env={**os.environ, **self.env}, timeout=600)
+        try:
+            return json.loads(probe.stdout.strip().splitlines()[-1]) if probe.returncode == 0 else None
+        except (ValueError, IndexError):
+            return None
+
     def caches(self) -> dict:
         """Compile caches of this installation's own, beside the ones set: kernels another release compiled must
         never serve this one (an on-disk CuTe DSL or Triton cache is keyed by the kernel's arguments, not the
@@ -65,6 +78,27 @@ def parse(spec: str) -> Installation:
         raise ValueError(f"installation {spec!r}: label {label!r} is not a plain name (letters, digits, . _ + -); "
                          "give one as LABEL=PATH")
     return Installation(label, path)
+
+
+def probe() -> None:
+    """Installation.libraries, in the installation's interpreter: one JSON line on stdout."""
+    from fuzz.targets.registry import FAMILIES, set_overrides
+
+    asked = json.loads(sys.argv[1])
+    set_overrides(dict(o.split("=", 1) for o in asked["overrides"]))
+    found = {}
+    for name in asked["families"]:
+        family = FAMILIES[name]
+        try:
+            family.api()
+            spec = None if family.override else importlib.util.find_spec(name)  # the top-level package: its files
+            where = "" if spec is None else Path(spec.origin).parent if spec.origin else Path(
+                next(iter(spec.submodule_search_locations or ()), ""))  # a namespace package: its directory
+            found[name] = {"version": family.version(), "where": str(where and Path(where).resolve()),
+                           "override": family.override}
+        except Exception as e:  # noqa: BLE001 - the family's own reason, reported by the gate
+            found[name] = {"why": str(e).splitlines()[0] if str(e) else type(e).__name__}
+    print(json.dumps(found))
 
 
 def _name(path: Path) -> str:

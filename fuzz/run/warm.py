@@ -38,8 +38,9 @@ MANIFEST = "gdn-warm.json"
 # get_mtp_config: 64 / 128 / 448 / 1024 work units; gdn_decode_bf16_state.py: 128, 512, 1024, and the grid's waves
 # over the SMs, plan_batches)
 WORK_BANDS = (64, 128, 448, 512, 1024)
-WARM_BYTES = 2 << 30  # the largest case warmed (fuzz.run.memory.peak_bytes): past a thousand requests with a slot per
-# token, a case takes tens of GiB of pool and is rare in a run; one that is drawn compiles then
+WARM_BYTES = 8 << 30  # the largest case warmed (fuzz.run.memory.peak_bytes): past a thousand requests with a slot per
+# token a case takes tens of GiB and is rare in a run (one that is drawn compiles then); below, the heavy verify cases
+# of the dispatch straddles, which on the H200 took most of the verify tests' time when left cold (2026-12-03, call 2)
 
 
 def plan_batches(target, bucket: Bucket, budget: Budget, sup) -> tuple[int, ...]:
