@@ -337,3 +337,15 @@ def test_the_wheel_ships_every_package_and_the_corpus(tmp_path):
     assert where.startswith(str(target))
     assert eval(listed) == corpus  # noqa: S307 - our own probe's printed list
     assert loaded == f"{target / 'fuzz' / 'corpus_data'} {len(corpus)}"
+
+
+def test_a_required_family_that_does_not_load_is_a_usage_error(tmp_path):
+    """--gdn-require of a missing library used to exit 1, a finding's status, after failing each of its tests."""
+    shadow = tmp_path / "flashinfer"  # first on the path: flashinfer fails to import, installed or not
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('shadowed by the test')\n")
+    proc = run("-m", "pytest", "fuzz/test_decode.py", "-p", "no:cacheprovider", "--hypothesis-profile=ci",
+               "--gdn-require=flashinfer", env={"PYTHONPATH": os.pathsep.join(
+                   p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)})
+    assert proc.returncode == 4, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert "--gdn-require=flashinfer: flashinfer cannot be loaded here" in proc.stderr

@@ -364,3 +364,16 @@ def test_an_empty_directory_or_the_same_build_on_both_sides_is_one_line_and_exit
                       "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "both sides load the same build (fla " in err and "--allow-same" in err, err
+
+
+def test_without_matplotlib_the_gate_says_so_before_either_side_runs(tmp_path, capsys, monkeypatch):
+    """It used to run both sides to the end, then die in a traceback (exit 1, a finding's status) with no summary."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    assert gate.main(["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--out",
+                      str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == ("gdn-fuzz gate: error: its report needs matplotlib: pip install "
+                                               "'gdn-fuzz[gate]'")
+    assert not (tmp_path / "out").exists()

@@ -28,6 +28,7 @@ on PYTHONPATH (`pip install --no-deps --target DIR lib==X`). Both sides run this
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -379,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
         gate.error(f"--families: {', '.join(unknown)} is no target family; expected some of {', '.join(FAMILIES)}")
     plan = Plan(args.profile, tuple(f for f in args.families.split(",") if f), args.k, args.examples,
                 tuple(args.pytest_args))
+    if importlib.util.find_spec("matplotlib") is None:  # the HTML report's plots: known before two sides run
+        print("gdn-fuzz gate: error: its report needs matplotlib: pip install 'gdn-fuzz[gate]'", file=sys.stderr)
+        return 2
     if why := preflight(sides, plan.families, args.allow_same):
         print(f"gdn-fuzz gate: error: {why}", file=sys.stderr)
         return 2

@@ -38,8 +38,8 @@ def pytest_addoption(parser):
         help="fuzz an importable module exposing a family's API (flashinfer, fla, sglang) instead of the installed "
              "library; it runs on the profile's device")
     add("--gdn-require", default="", metavar="FAMILY,...",
-        help="families that must be available: if one cannot be loaded, its targets fail instead of being reported "
-             "unavailable (a target the loaded release or this GPU cannot run is still reported unavailable)")
+        help="families that must be available: if one cannot be loaded, the run stops before it starts, with one line "
+             "(a usage error); a target the loaded release or this GPU cannot run is still reported unavailable")
     add("--gdn-report", default=None, metavar="FILE.json",
         help="write the run report (examples per target and operation, unavailable targets and why, every distinct "
              "failure with its minimal coordinate, one record per example) as JSON; rewritten after every test")
@@ -164,6 +164,11 @@ def pytest_configure(config):
     if unknown := required - set(FAMILIES):
         raise pytest.UsageError(f"--gdn-require: unknown famil{'y' if len(unknown) == 1 else 'ies'} "
                                 f"{', '.join(sorted(unknown))}; expected some of {', '.join(sorted(FAMILIES))}")
+    for family in sorted(required):
+        try:
+            FAMILIES[family].api()
+        except Exception as e:  # noqa: BLE001 - a family the user requires must load: its reason, in one line
+            raise pytest.UsageError(f"--gdn-require={family}: {family} cannot be loaded here: {e}") from e
     _check_corpus(config)
     if spec := config.getoption("gdn_db"):
         from hypothesis import settings
@@ -173,7 +178,7 @@ def pytest_configure(config):
         except ValueError as e:
             raise pytest.UsageError(str(e)) from e
         settings.register_profile(profile, parent=settings.get_profile(profile), database=db)
-    options = Options(required=required, isolate=config.getoption("gdn_isolate"),
+    options = Options(isolate=config.getoption("gdn_isolate"),
                       timeout=config.getoption("gdn_timeout"), test_seconds=config.getoption("gdn_test_seconds"),
                       shrink_seconds=config.getoption("gdn_shrink_seconds"),
                       examples=config.getoption("gdn_examples"), shrink=not config.getoption("gdn_no_shrink"),
@@ -277,7 +282,7 @@ def pytest_generate_tests(metafunc):
         if large and not reason:
             reason = ACTIVE.large_unavailable(target, op)
         marks = []
-        if reason and not ACTIVE.must_run(target):
+        if reason:
             marks.append(pytest.mark.skip(reason=f"{target.name} unavailable: {reason}"))
         elif masked:
             marks.append(pytest.mark.skip(reason=f"{target.name} unavailable for {op or 'serving'}: {masked}"))
@@ -293,10 +298,7 @@ def pytest_pyfunc_call(pyfuncitem):
     fn = pyfuncitem.obj
     if getattr(fn, "gdn", None) is None:
         return None
-    target = pyfuncitem.callspec.params["target"]
-    reason = ACTIVE.reason_unavailable(target)
-    if reason:  # reached only for a --gdn-require'd family
-        pytest.fail(f"{target.name} is required but unavailable: {reason}", pytrace=False)
+    target = pyfuncitem.callspec.params["target"]  # an available one: pytest_generate_tests skips the others
     found = ACTIVE.run_test(pyfuncitem.nodeid, target, fn.gdn.op, fn)
     if not found:
         return True

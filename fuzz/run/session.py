@@ -43,7 +43,7 @@ from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure, failures_in
 from fuzz.run.worker import DEFAULT_TIMEOUT, attributed, check_isolated, worker_for
-from fuzz.targets.base import Target, Unavailable
+from fuzz.targets.base import Target
 from fuzz.targets.known_bugs import masked_reason
 
 CACHE_SIZE = 20_000  # results kept per session (a coordinate and a small result each)
@@ -54,7 +54,6 @@ FIRST_ROUND = 10  # examples in a time-boxed test's first round, before its cost
 class Options:
     """What the user chose for this run (pytest options), beside the profile."""
 
-    required: frozenset = frozenset()  # families whose failure to load is an error, not "unavailable"
     isolate: bool = False  # checks run in a restartable worker process (fuzz.run.worker)
     timeout: float = DEFAULT_TIMEOUT  # seconds per isolated check before KernelHang
     test_seconds: float | None = None  # time box per fuzz test
@@ -133,16 +132,6 @@ class FuzzSession:
                 "ops_off": {op: why for op in sorted(target.support.ops)
                             if not self.unavailable[target.name] and (why := self.masked_reason(target, op))}}
         return self.unavailable[target.name]
-
-    def must_run(self, target: Target) -> bool:
-        """A required family's targets fail instead of skipping when the family itself cannot be loaded."""
-        if target.family.name not in self.options.required:
-            return False
-        try:
-            target.family.api()
-        except Unavailable:
-            return True
-        return False
 
     def bugs(self, target: Target):
         return target.known_bugs(self.options.masks)
