@@ -67,3 +67,21 @@ def test_the_time_box_bounds_wall_time_and_stops_drawing(tmp_path):
     drawn_after = [r for r in report["records"] if r["stage"] == "generate"]
     assert len(drawn_after) == test["checked"] > 0
     assert "stopped by its 6 s time box" in proc.stdout
+
+
+def test_without_a_time_box_the_profile_bounds_a_test_without_resizing_its_rounds(monkeypatch):
+    """A test given no --gdn-test-seconds used to run, and shrink, without bound (profiles.TIME_BOXES)."""
+    from fuzz.generate.profiles import budget_for
+    from fuzz.run import plugin
+    from fuzz.run.session import FuzzSession, Options, fuzz_test
+    from fuzz.targets.registry import TARGETS
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    session = FuzzSession("ci", budget_for("ci"), Options(bound_seconds=3.0, examples=2000))  # unbounded: minutes
+    monkeypatch.setattr(plugin, "ACTIVE", session)
+    target = next(t for t in TARGETS if t.name == "fla-recurrent")
+    began = time.monotonic()
+    session.run_test("fuzz/test_decode.py::test_decode[fla-recurrent]", target, "decode", fuzz_test("decode"))
+    [test] = session.report.tests.values()
+    assert test["boxed"] and test["rounds"] == 1 and test["box"] is None, test  # one round: as without a bound
+    assert test["checked"] < 2000 and time.monotonic() - began < 3.0 + 30, test  # past it: draws, no checks

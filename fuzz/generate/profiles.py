@@ -59,6 +59,10 @@ BUDGETS["default"] = BUDGETS["dev"]
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 LOCAL_DB = ".hypothesis/gdn-examples"
 PROFILES = ("ci", "dev", "gate", "h200", "b200")
+# Each fuzz test's time box when --gdn-test-seconds is not given: no test runs, or shrinks, without bound (a CPU gate
+# once spent five silent minutes shrinking one serving failure). Far above what a test of the profile's example budget
+# takes where nothing goes wrong.
+TIME_BOXES = {"ci": 300.0, "dev": 600.0, "gate": 300.0, "h200": 600.0, "b200": 600.0}
 
 
 def register_profiles() -> None:

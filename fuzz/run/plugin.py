@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.generate.profiles import PROFILES, budget_for, database, register_profiles
+from fuzz.generate.profiles import PROFILES, TIME_BOXES, budget_for, database, register_profiles
 from fuzz.run import kernel_cache
 from fuzz.run.report import RunReport, merge_parts
 from fuzz.run.session import FuzzSession, Options, resumable
@@ -178,8 +178,9 @@ def pytest_configure(config):
         except ValueError as e:
             raise pytest.UsageError(str(e)) from e
         settings.register_profile(profile, parent=settings.get_profile(profile), database=db)
-    options = Options(isolate=config.getoption("gdn_isolate"),
-                      timeout=config.getoption("gdn_timeout"), test_seconds=config.getoption("gdn_test_seconds"),
+    given = config.getoption("gdn_test_seconds")
+    options = Options(isolate=config.getoption("gdn_isolate"), timeout=config.getoption("gdn_timeout"),
+                      test_seconds=given, bound_seconds=None if given else TIME_BOXES[profile],
                       shrink_seconds=config.getoption("gdn_shrink_seconds"),
                       examples=config.getoption("gdn_examples"), shrink=not config.getoption("gdn_no_shrink"),
                       masks=config.getoption("gdn_masks"),
@@ -187,6 +188,10 @@ def pytest_configure(config):
                       seed=_int_or_none(config.getoption("hypothesis_seed", None)),
                       resume=Path(p) if (p := config.getoption("gdn_resume")) else None, kernel_cache=cache)
     ACTIVE = FuzzSession(profile, budget, options)
+    ACTIVE.report.time_box = (
+        f"time box: {given:g} s per fuzz test (--gdn-test-seconds), then up to {options.shrink_seconds:g} s to shrink "
+        "what its last round found" if given else f"time bound: {options.bound_seconds:g} s per fuzz test, shrinking "
+        f"included (the {profile} profile's; --gdn-test-seconds sets a time box)")
 
 
 # Numeric options: (the least value, whether it is allowed).

@@ -71,6 +71,7 @@ class RunReport:
     isolation: Counter = field(default_factory=Counter)  # --gdn-isolate workers: calls, starts, crashes, hangs, ...
     kernel_cache: str = ""  # where compiled kernels are kept (fuzz.run.kernel_cache.KernelCache.describe)
     warm: str = ""  # whether the plan this run drew from was compiled ahead (fuzz.run.warm.status); GPU profiles
+    time_box: str = ""  # each fuzz test's time box and shrinking bound, and where they came from
 
     # ---- filling ---------------------------------------------------------------------------------------------
     def record(self, test: str, op: str, result: CheckResult, seconds: float, stage: str) -> None:
@@ -96,7 +97,7 @@ class RunReport:
 
     def summary_lines(self) -> list[str]:
         lines = [f"gdn-fuzz profile '{self.profile}' on {self.device}:"]
-        lines += [f"  {line}" for line in (self.kernel_cache, self.warm) if line]
+        lines += [f"  {line}" for line in (self.time_box, self.kernel_cache, self.warm) if line]
         for name, t in self.targets.items():
             if t["unavailable"]:
                 lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
@@ -140,7 +141,7 @@ class RunReport:
                 "targets": targets, "tests": self.tests, "failures": [f.to_json() for f in self.failures],
                 "errors": self.errors, "records": self.records, "isolation": dict(self.isolation),
                 "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache,
-                "warm": self.warm}
+                "warm": self.warm, "time_box": self.time_box}
 
     @classmethod
     def from_json(cls, d: dict) -> RunReport:
@@ -160,6 +161,7 @@ class RunReport:
         report.isolation.update(d.get("isolation", {}))
         report.kernel_cache = d.get("kernel_cache", "")  # absent in reports written before the cache option
         report.warm = d.get("warm", "")  # absent before gdn-fuzz warm
+        report.time_box = d.get("time_box", "")  # absent before default time boxes
         return report
 
     def write(self, path: str | Path) -> None:

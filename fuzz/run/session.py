@@ -57,6 +57,9 @@ class Options:
     isolate: bool = False  # checks run in a restartable worker process (fuzz.run.worker)
     timeout: float = DEFAULT_TIMEOUT  # seconds per isolated check before KernelHang
     test_seconds: float | None = None  # time box per fuzz test
+    # Without a time box: the profile's bound on a test (profiles.TIME_BOXES), shrinking included. Past it no case is
+    # checked; unlike a time box it does not size the rounds, so a test that ends well within it draws as it did.
+    bound_seconds: float | None = None
     shrink_seconds: float = 120.0  # how long a round may check new cases after its first failure
     examples: int | None = None  # examples per fuzz test (None: the profile's max_examples)
     shrink: bool = True
@@ -84,10 +87,14 @@ class TestRun:
     checked: int = 0  # of them, checked (not cached)
     seconds_checking: float = 0.0
     rounds: int = 0
-    boxed: bool = False  # the time box stopped it
+    boxed: bool = False  # the time box (or the profile's bound) stopped it
     shrink_seconds: float = 120.0
+    cap: float | None = None  # the profile's bound, where no time box is given (monotonic)
 
     def may_check(self, now: float) -> bool:
+        if self.cap is not None and now >= self.cap:
+            self.boxed = True
+            return False
         if self.deadline is None or now < self.deadline:
             return True
         self.boxed = True
@@ -216,13 +223,14 @@ class FuzzSession:
             worker_for(target.device(self.budget.device), self.options.timeout).ensure_started()
         now = time.monotonic()
         box = self.options.test_seconds
+        bound = None if box else self.options.bound_seconds
         test = self._test = TestRun(nodeid, target, op, now, now + box if box else None,
-                                     shrink_seconds=self.options.shrink_seconds)
+                                     shrink_seconds=self.options.shrink_seconds, cap=now + bound if bound else None)
         budget = self.options.examples or settings.default.max_examples
         base_seed = self.options.seed if self.options.seed is not None else _seed_of(nodeid, self.profile)
         try:
             self._resume(test)
-            while budget - test.drawn > 0 and (test.deadline is None or time.monotonic() < test.deadline):
+            while budget - test.drawn > 0 and all(t is None or time.monotonic() < t for t in (test.deadline, test.cap)):
                 drawn = test.drawn
                 self._round(test, test_fn, round_size(test, budget - test.drawn, FIRST_ROUND), base_seed)
                 if test.drawn == drawn:  # a round that drew nothing new (its search space is exhausted)
