@@ -64,7 +64,6 @@ class Guarded:
     seed: int | None = None  # the pool: the view started as Values(seed).filler in its logical element order
     kept_rows: torch.Tensor | None = None  # [n] int64: rows set to the case's values
     kept: torch.Tensor | None = None  # [n, ...]: a copy of those rows as set
-    kept_list: list | None = None  # kept_rows on the host
     offset_bits: int = OFFSET_BITS  # the wrap the leading guard was sized for (lead_rows)
 
     @classmethod
@@ -99,7 +98,6 @@ class Guarded:
         return values.reshape(shape).to(self.view.dtype)
 
     def keep(self, rows: list[int], values: torch.Tensor) -> None:
-        self.kept_list = list(rows)
         self.kept_rows = torch.tensor(rows, dtype=torch.int64, device=self.view.device)
         self.view[self.kept_rows] = values.to(self.view.dtype)
         self.kept = self.view[self.kept_rows].clone()
@@ -167,7 +165,7 @@ class Guarded:
             differs = (bits(self.view[self.kept_rows]) != bits(self.kept)).flatten(1).any(1)
             changed[self.kept_rows] = differs & wanted[self.kept_rows]
             wanted[self.kept_rows] = False
-            rest -= set(self.kept_list)
+            rest -= set(self.kept_rows.tolist())
         per = max(1, CHUNK // max(self.row_numel, 1))
         for r in sorted({row // per * per for row in rest}):
             stop = min(r + per, n)
