@@ -7,6 +7,16 @@ import torch
 
 from fuzz.targets.registry import FAMILIES, flashinfer, set_overrides
 
+# No test of ours may hang CI (90 min for everything): one that runs past this fails with its stack (pytest-timeout,
+# the dev extra), and the run goes on. The longest take about 4 minutes on a 2-core CPU box.
+TEST_TIMEOUT = 900
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT))
+
 
 @pytest.fixture
 def fake_flashinfer_package(tmp_path, monkeypatch):

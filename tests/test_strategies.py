@@ -3,7 +3,7 @@ Case round-trips through its coordinate."""
 import dataclasses
 
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import HealthCheck, Phase, find, given, seed, settings
 from hypothesis import strategies as st
 
 from fuzz.case import Case
@@ -194,3 +194,30 @@ def test_the_wide_vec_mask_draws_buffers_only_without_state_updates(monkeypatch)
     assert not buffered.update
     with pytest.raises(Exception, match="No examples"):
         find(cases(target, "verify", BUDGETS["ci"]), lambda c: c.inter_rows > 0 and c.update, settings=FIND)
+
+
+def _stream(target_name: str, op: str, n: int = 80) -> list[str]:
+    """The first `n` cases one seed draws for (target, op), as coordinates."""
+    drawn: list[str] = []
+
+    @settings(max_examples=n, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+    @seed(20261203)
+    @given(cases(BY_NAME[target_name], op, BUDGETS["ci"]))
+    def draw(case):
+        drawn.append(repr(case))
+
+    draw()
+    return drawn
+
+
+def test_a_seed_draws_the_same_cases_whatever_else_was_imported(tmp_path, monkeypatch):
+    """Hypothesis mixes constants from the source of imported local modules into its draws; gdn-fuzz turns that off
+    (profiles.stable_draws), else a test run alone and the same test after others, or a gate's two sides, would
+    draw different cases from one seed. A module full of small integers is imported between two draws."""
+    before = _stream("flashinfer-mtp-fp32", "verify")
+    (tmp_path / "gdn_many_constants.py").write_text(
+        "VALUES = (" + ", ".join(str(i) for i in range(2, 400)) + ")\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    importlib.import_module("gdn_many_constants")
+    assert _stream("flashinfer-mtp-fp32", "verify") == before

@@ -80,6 +80,20 @@ def register_profiles() -> None:
         settings.register_profile(gpu, max_examples=5000, database=DirectoryBasedExampleDatabase(LOCAL_DB), **common)
 
 
+def stable_draws() -> None:
+    """One seed, one case stream, in every process. Hypothesis (6.131 on) mixes into its draws the constants it reads
+    from the source of every local module imported so far (hypothesis.internal.conjecture.providers), so the cases a
+    seed drew depended on what else the process had imported: a fuzz test run alone drew other cases than after other
+    tests, and the two sides of a gate drew different cases when one side's library was importable from a local path.
+    gdn-fuzz's seeds and coordinates must name one case stream, so the local constants are left out (Hypothesis's
+    global ones, such as 0, 1, -1 and powers of two, stay). Idempotent; tests/test_strategies.py holds it."""
+    from hypothesis.internal.conjecture import providers
+
+    if hasattr(providers, "_get_local_constants"):  # absent before Hypothesis 6.131: nothing to leave out
+        none = providers.Constants()
+        providers._get_local_constants = lambda: none
+
+
 _DATABASES: dict = {}  # one database object per spec: Hypothesis (and HypoFuzz) compare databases by identity
 
 
