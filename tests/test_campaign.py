@@ -47,7 +47,7 @@ def test_an_argument_type_error_is_flagged_as_ours():
                {"kind": "RejectedValidInput", "target": "flashinfer-bf16", "case": SMALL, "first_hit_seconds": 0.5,
                 "hits": 3, "minimal": True, "test": "t", "detail": "TypeError: f() got an unexpected keyword argument "
                                                                      "'backend'"}]}
-    text = campaign_tables.markdown([row], SimpleNamespace(profile="ci", test_seconds=5, masks="none", workers=1))
+    text = campaign_tables.markdown([row], campaign_tables.Settings("ci", 5, "none", "1"))
     assert "ADAPTER ERROR (ours)" in text and SMALL in text
 
 
@@ -70,15 +70,25 @@ def test_a_campaign_on_a_mutant_tables_its_distinct_failures(tmp_path, capsys):
                           "flashinfer=tests.mutants:padded_output_not_zeroed"])
     assert code == 1  # findings
     assert any((out / "installed-flashinfer-pretranspose-db").rglob("*")), "the run's own example database is empty"
-    [result] = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    [result] = summary["runs"]
+    assert summary["settings"] == {"profile": "ci", "test_seconds": 8.0, "masks": "none", "workers": "1",
+                                   "families": ["flashinfer-pretranspose"],
+                                   "pytest": ["--gdn-target", "flashinfer=tests.mutants:padded_output_not_zeroed"]}
     kinds = {f["kind"] for f in result["failures"]}
     assert kinds == {"UnwrittenOutput"}, result["failures"]
     assert "| 1 | UnwrittenOutput | flashinfer-pretranspose-fp32 decode |" in (out / "summary.md").read_text()
 
     # rendered again from its summary.json, triaged against today's records: a mutant's bug is no known one
     capsys.readouterr()
-    assert campaign.main(["--render", str(out / "summary.json"), "--profile", "ci"]) == 0
-    assert "NEW (no known-bug record explains it)" in capsys.readouterr().out
+    assert campaign.main(["--render", str(out / "summary.json")]) == 0  # its settings are the stored ones
+    text = capsys.readouterr().out
+    assert "NEW (no known-bug record explains it)" in text
+    assert text.startswith("# gdn-fuzz campaign: profile ci, 8 s per fuzz test, masks none, 1 worker(s) per run\n")
+    (old := tmp_path / "old.json").write_text(json.dumps(summary["runs"]))  # as campaigns wrote it before
+    assert campaign.main(["--render", str(old), "--profile", "ci", "--test-seconds", "8"]) == 0
+    assert capsys.readouterr().out.startswith("# gdn-fuzz campaign: profile ci, 8 s per fuzz test, masks none, "
+                                              "1 worker(s) per run (settings from the command line")
 
 
 def test_a_campaign_is_green_only_when_every_run_ran():
@@ -110,7 +120,7 @@ def test_the_by_bug_table_gives_the_first_hit_and_the_cases_before_it():
            "failures": [hit(OTHER, 9.0, 40), hit(OTHER, 2.5, 17),
                         hit(SMALL, None, None, "TypeError: f() got an unexpected keyword argument 'backend'")]}
     del row["failures"][2]["examples_before"]  # the campaign's rows of a run cut off (`unfinished`) have none
-    args = SimpleNamespace(profile="ci", test_seconds=5, masks="none", workers=1)
+    args = campaign_tables.Settings("ci", 5, "none", "1")
     lines = campaign_tables.markdown([row], args).splitlines()
     assert "| known bug | distinct failures | kinds | targets | first hit | cases before | smallest case |" in lines
     assert f"| NEW | 2 | StateMismatch | flashinfer-pretranspose-fp32 | 2.5 s | 17 | `{OTHER}` |" in lines

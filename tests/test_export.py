@@ -31,6 +31,7 @@ import torch
 from fuzz.case import Case
 from fuzz.export import embed, issue
 from fuzz.export.script import adapter_of, export_script
+from fuzz.targets.known_bugs import BY_ID
 from fuzz.export.runner import EmbeddedModules
 from fuzz.export.script import main as export_main
 from fuzz.generate.materialize import Guarded, materialize
@@ -337,13 +338,18 @@ def test_the_library_not_loading_is_not_run(tmp_path):
     assert "override no_such_module: No module named 'no_such_module'" in proc.stdout
 
 
-def test_issue_body_from_a_reproduced_corpus_entry(tmp_path):
+def test_issue_body_from_a_reproduced_corpus_entry(tmp_path, capsys):
     entry = corpus.load(REPO / "corpus" / "sglang-recurrent-decode-StateMismatch-0.json")
     installed = importlib.metadata.version("sglang")  # pinned by constraints-cpu.txt: a mismatch is ours to fix
     assert installed in entry.versions, f"{entry.path.name} holds for sglang {entry.versions}, {installed} is installed"
     script, body = tmp_path / "repro.py", tmp_path / "issue.md"
     assert export_main([str(entry.path), "-o", str(script), "--issue", str(body)]) == 0
     text = body.read_text()
+    assert str(tmp_path) not in text and sys.prefix not in text  # no path of this machine
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith(f"wrote {script} (") and said[1] == f"wrote {body}: {text.splitlines()[0][2:]}"
+    assert said[2].startswith("  the script's verdict here: REPRODUCED: StateMismatch: "), said
+    assert "It ran on the CPU under the Triton interpreter (TRITON_INTERPRET=1)" in text
     assert text.startswith(f"# [sglang {importlib.metadata.version('sglang')}] "
                            "fused_recurrent_gated_delta_rule_update: StateMismatch: state error above the bound\n")
     assert "**What happens.** fused_recurrent_gated_delta_rule_update of sglang" in text
@@ -363,7 +369,36 @@ def test_issue_body_states_the_expectation_where_the_case_cannot_run(tmp_path):
     text = body.read_text()
     assert text.startswith("# [flashinfer-python") and "StateMismatch: bf16-state gated_delta_rule_mtp" in text
     assert "Not reproduced where this report was written: `NOT RUN: the library did not load`" in text
+    bug = BY_ID[entry.bug]
+    assert f"**Known root cause** ({bug.releases}): {bug.summary}" in text
     assert "is attached: too long for an issue body" in text and "\nSOURCES = {" not in text
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--target", "nosuch"], "unknown target 'nosuch'"),
+    (["--target", "fla-recurrent", "-o", "missing/dir/x.py"], "-o missing/dir/x.py: no directory missing/dir"),
+    (["--target", "fla-recurrent", "-o", "x.py", "--issue", "missing/i.md"], "--issue missing/i.md: no directory"),
+], ids=["unknown-target", "no-output-dir", "no-issue-dir"])
+def test_export_bad_input_is_one_line(args, says, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        export_main([PADDED, *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and says in err[-1] and "Traceback" not in "".join(err), err
+
+
+def test_export_bad_coordinate_and_corpus_file_are_one_line(tmp_path, capsys):
+    (bad := tmp_path / "bad.json").write_text("{")
+    for case in ("decode-B1-nonsense", str(bad)):
+        with pytest.raises(SystemExit) as exit_:
+            export_main([case, "--target", "fla-recurrent"])
+        assert exit_.value.code == 2 and case in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_export_says_what_it_wrote(tmp_path, capsys):
+    script = tmp_path / "r.py"
+    assert export_main([PADDED, "--target", "fla-recurrent", "-o", str(script)]) == 0
+    assert capsys.readouterr().out == f"wrote {script} ({len(script.read_text().splitlines())} lines): " \
+                                      f"python {script}\n"
 
 
 def test_cli_and_the_gates_call(capsys):

@@ -405,3 +405,17 @@ def checked_in_order(report: dict) -> dict:
     for r in report["records"]:
         cases.setdefault(r["test"], []).append(r["case"])
     return cases
+
+
+def test_hypofuzz_campaign_with_an_unfuzzed_test_is_not_green(capsys):
+    """A test that got no input in the campaign is listed and the exit is 5, never 0; a stored failure is 1."""
+    from fuzz.cli.hypofuzz import NOTHING_RAN, Fuzzed, verdict
+
+    ran, starved = Fuzzed("fuzz/test_decode.py::a", 120, ()), Fuzzed("fuzz/test_decode.py::b", 0, ())
+    assert verdict([ran, starved], ["fuzz/"]) == NOTHING_RAN == 5
+    out = capsys.readouterr().out
+    assert "NOT FUZZED: 1 of 2 test(s) got no input" in out and out.rstrip().endswith("fuzz/test_decode.py::b")
+    assert verdict([ran], ["fuzz/"]) == 0
+    failed = Fuzzed("fuzz/test_decode.py::c", 0, ("OutputMismatch: decode-B1",))
+    assert verdict([ran, starved, failed], ["fuzz/"]) == 1
+    assert "    OutputMismatch: decode-B1" in capsys.readouterr().out

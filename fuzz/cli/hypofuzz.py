@@ -17,6 +17,9 @@ coverage is stable). Under --gdn-isolate HypoFuzz sees the coverage of the test 
 check itself, which runs in the isolated worker; its behaviours then come from the check's events and the
 error-to-bound ratio (hypothesis.target). A still-failing stored failure stops its test at once (HypoFuzz fuzzes a
 test until its first failure): mask or fix it to fuzz on.
+
+At the end, a table per test: inputs this campaign ran, shrunk failures stored. Exit 1 when a failure is stored, 5
+when a test got no input (it was not fuzzed: listed as NOT FUZZED), else 0.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 STOP_GRACE = 10.0  # seconds a worker gets to flush its database writes after SIGINT
 RESTARTS = 3  # per worker, after it died
@@ -152,15 +156,26 @@ def _start_dashboard(port: int, pytest_args: list[str]) -> subprocess.Popen:
                              "--dashboard-only", "--port", str(port), "--", *pytest_args], start_new_session=True)
 
 
+@dataclass(frozen=True)
+class Fuzzed:
+    """One test's share of a campaign, read from the shared database."""
+
+    nodeid: str
+    inputs: int  # inputs this campaign ran on it (every worker's last report)
+    failures: tuple[str, ...]  # each shrunk failure stored, as its exception line
+
+
+NOTHING_RAN = 5  # as pytest's status when no test ran: a test of the campaign got no input
+
+
 def _summary(targets, started: float, pytest_args: list[str]) -> int:
     """Per test, from the shared database: inputs this campaign ran, and each shrunk failure stored (found here or
-    on another host). Exit status 1 when there is one."""
+    on another host)."""
     from hypofuzz.database import FailureState, HypofuzzDatabase
     from hypothesis import settings
 
     db = HypofuzzDatabase(settings().database)
-    found = 0
-    print("gdn-fuzz hypofuzz:")
+    rows = []
     for target in targets:
         latest: dict = {}  # worker -> its last report of this campaign (reports are cumulative per worker)
         for report in db.reports.fetch(target.database_key):
@@ -168,13 +183,28 @@ def _summary(targets, started: float, pytest_args: list[str]) -> int:
                 latest[report.worker_uuid] = (report.elapsed_time, sum(report.status_counts.values()))
         failures = [db.failure_observations(state=FailureState.SHRUNK).fetch(target.database_key, choices)
                     for choices in db.failures(state=FailureState.SHRUNK).fetch(target.database_key)]
-        found += len(failures)
-        print(f"  {target.nodeid}: {sum(n for _, n in latest.values())} input(s), {len(failures)} failure(s)")
-        for observation in filter(None, failures):
-            print("    " + _message(observation.metadata.traceback or observation.status_reason))
-    if found:
+        rows.append(Fuzzed(target.nodeid, sum(n for _, n in latest.values()),
+                           tuple(_message(o.metadata.traceback or o.status_reason) for o in failures if o)
+                           + ("(a failure whose observation was not stored)",) * failures.count(None)))
+    return verdict(rows, pytest_args)
+
+
+def verdict(rows: list[Fuzzed], pytest_args: list[str]) -> int:
+    """Print the campaign's table; exit 1 when a failure is stored, else 5 when a test got no input (it was not
+    fuzzed: a green campaign means every test ran), else 0."""
+    print("gdn-fuzz hypofuzz:")
+    for row in rows:
+        print(f"  {row.nodeid}: {row.inputs} input(s), {len(row.failures)} failure(s)")
+        for message in row.failures:
+            print(f"    {message}")
+    starved = [row.nodeid for row in rows if not row.inputs and not row.failures]
+    if starved:
+        print(f"NOT FUZZED: {len(starved)} of {len(rows)} test(s) got no input in this campaign (more --seconds, or "
+              f"--workers, give each its turn): {', '.join(starved)}")
+    if any(row.failures for row in rows):
         print(f"replay them: pytest {shlex.join(pytest_args)} (stored failures run first)")
-    return 1 if found else 0
+        return 1
+    return NOTHING_RAN if starved else 0
 
 
 def _message(traceback: str) -> str:

@@ -7,9 +7,11 @@ reproduce here (no GPU, another release), the body says so and states the corpus
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.case import Case
@@ -23,27 +25,48 @@ RUN_SECONDS = 900  # a first GPU call may compile for minutes
 _VERDICT = re.compile(r"^(REPRODUCED: (\w+): (.*)|NOT REPRODUCED|NOT RUN: .*)$", re.M)
 
 
+@dataclass(frozen=True)
+class IssueBody:
+    title: str  # the body's first line, without its '# '
+    text: str  # the markdown
+    verdict: str  # the script's last verdict line where the body was written
+
+
 def run_script(script: Path) -> tuple[int, str]:
-    """(exit status, stdout and stderr) of `python script` in a fresh interpreter, next to this one's."""
+    """(exit status, stdout and stderr) of `python script` in a fresh interpreter, next to this one's, with this
+    machine's paths taken out (`scrub`)."""
     try:
-        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=RUN_SECONDS)
+        proc = subprocess.run([sys.executable, script.name], capture_output=True, text=True, timeout=RUN_SECONDS,
+                              cwd=script.resolve().parent)
     except subprocess.TimeoutExpired as e:
-        return 124, f"{e.stdout or ''}{e.stderr or ''}\nNOT RUN: no answer within {RUN_SECONDS} s"
-    return proc.returncode, proc.stdout + proc.stderr
+        return 124, scrub(f"{e.stdout or ''}{e.stderr or ''}\nNOT RUN: no answer within {RUN_SECONDS} s", script)
+    return proc.returncode, scrub(proc.stdout + proc.stderr, script)
+
+
+def scrub(text: str, script: Path) -> str:
+    """No path of this machine in a public issue: the script's folder becomes ./, the Python installation
+    <python>, the home folder ~."""
+    places = {str(script.resolve().parent) + os.sep: "./", sys.prefix: "<python>", sys.base_prefix: "<python>",
+              os.path.expanduser("~"): "~"}
+    for place, name in sorted(places.items(), key=lambda p: -len(p[0])):
+        if len(place) > 1:
+            text = text.replace(place, name)
+    return text
 
 
 def issue_body(case: Case, target: Target, script: Path, *, module: str | None = None,
-               entry: corpus.Entry | None = None) -> str:
+               entry: corpus.Entry | None = None) -> IssueBody:
     status, output = run_script(script)
     here, found = environment(), entry.environment if entry is not None and entry.environment else None
     dist = describe.distribution(target)
     library = re.fullmatch(rf"{target.family.name} (\S+)", _line(output, "library") or "")
     version = library[1] if library else (found or here).get(dist)
-    kind, cause, happens = _what_happens(status, output, entry, dist)
+    kind, cause, happens, verdict = _what_happens(status, output, entry, dist)
     releases = version or (str(entry.versions) if entry is not None else "")
+    title = f"[{dist}{f' {releases}' if releases else ''}] {' / '.join(target.needs)}: {kind}: {cause}"
     sections = [
-        f"# [{dist}{f' {releases}' if releases else ''}] {' / '.join(target.needs)}: {kind}: {cause}", "",
-        f"**What happens.** {describe.call(target, module)}, on the case below. {happens}", "",
+        f"# {title}", "",
+        f"**What happens.** {describe.call(target, module)}, on the case below. {happens}{_where_run(target)}", "",
         "**What the contract says.** " + describe.contract(target, describe.contract_row(target, entry, found or here),
                                                             case) + _numbers(kind), "",
         "### The case", "", f"`{case!r}`", "",
@@ -62,25 +85,47 @@ def issue_body(case: Case, target: Target, script: Path, *, module: str | None =
     body, text = "\n".join(sections), script.read_text()
     lines = len(text.splitlines())
     if len(body) + len(text) < BODY_LIMIT:
-        return body + _details(f"{script.name} ({lines} lines)", text.rstrip(), "python") + "\n"
+        return IssueBody(title, body + _details(f"{script.name} ({lines} lines)", text.rstrip(), "python") + "\n",
+                         verdict)
     top = text[:re.search(r"^# gdn-fuzz .*\nSOURCES = \{", text, re.M).start()].rstrip()
-    return (body + f"`{script.name}` ({lines} lines) is attached: too long for an issue body. Its top, above the "
-            f"embedded gdn-fuzz modules:\n\n" + _details(f"{script.name}, top", top, "python") + "\n")
+    return IssueBody(title, body + f"`{script.name}` ({lines} lines) is attached: too long for an issue body. Its top, "
+                     "above the embedded gdn-fuzz modules:\n\n" + _details(f"{script.name}, top", top, "python")
+                     + "\n", verdict)
 
 
-def _what_happens(status: int, output: str, entry: corpus.Entry | None, dist: str) -> tuple[str, str, str]:
-    """(failure kind, cause, what happens in words): the script's verdict where it reproduced, else the corpus
-    entry's expectation next to the verdict it gave here."""
+def _where_run(target: Target) -> str:
+    """Where the script ran while the body was written: a GPU, or the CPU (Triton kernels then interpreted)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f" It ran on {torch.cuda.get_device_name(0)}."
+    interpreted = " under the Triton interpreter (TRITON_INTERPRET=1)" if target.family.name in ("fla", "sglang") \
+        else ""
+    return f" It ran on the CPU{interpreted}, where this report was written."
+
+
+def _what_happens(status: int, output: str, entry: corpus.Entry | None, dist: str) -> tuple[str, str, str, str]:
+    """(failure kind, cause, what happens in words, the script's verdict line): the script's verdict where it
+    reproduced, else the corpus entry's expectation next to the verdict it gave here."""
     verdicts = _VERDICT.findall(output)
     verdict = verdicts[-1][0] if verdicts else f"no verdict (exit status {status})"
     if status == 1 and verdict.startswith("REPRODUCED"):
         kind, detail = verdicts[-1][1], verdicts[-1][2]
-        return kind, _line(output, "cause") or detail, f"`{kind}`: {detail}"
+        return kind, _line(output, "cause") or detail, f"`{kind}`: {detail}.{_root_cause(entry)}", verdict
     if entry is not None and entry.expect != "pass":
-        return entry.expect, _clause(entry.description), (
-            f"`{entry.expect}` (corpus entry {entry.path.name}, {dist} {entry.versions or 'every release'}): "
-            f"{entry.description}\n\nNot reproduced where this report was written: `{verdict}`.")
-    return "not reproduced", verdict, f"The script's verdict where this report was written: `{verdict}`."
+        return (entry.expect, _clause(entry.description),
+                f"`{entry.expect}` (corpus entry {entry.path.name}, {dist} {entry.versions or 'every release'}): "
+                f"{entry.description}{_root_cause(entry)}\n\nNot reproduced where this report was written: "
+                f"`{verdict}`.", verdict)
+    return "not reproduced", verdict, f"The script's verdict where this report was written: `{verdict}`.", verdict
+
+
+def _root_cause(entry: corpus.Entry | None) -> str:
+    """The known bug the corpus entry names, where there is one: its root cause as read in the library."""
+    from fuzz.targets.known_bugs import BY_ID
+
+    bug = BY_ID.get(entry.bug) if entry is not None and entry.bug else None
+    return f"\n\n**Known root cause** ({bug.releases}): {bug.summary}" if bug else ""
 
 
 def _numbers(kind: str) -> str:

@@ -129,6 +129,8 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Bad input (an unknown target, a coordinate or corpus entry that does not parse, a directory that does not
+    exist) is one line and exit 2; a written script prints its path, and an issue body the verdict it holds."""
     parser = argparse.ArgumentParser(prog="python -m fuzz.export", description=__doc__.split("\n\n")[0])
     parser.add_argument("case", help="a corpus/*.json file or a Case coordinate")
     parser.add_argument("--target", help="target name (default: the corpus entry's)")
@@ -136,23 +138,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, help="write the script here (default: stdout)")
     parser.add_argument("--issue", type=Path, help="also write a markdown issue body here (runs the script once)")
     args = parser.parse_args(argv)
-    entry = corpus.load(Path(args.case)) if args.case.endswith(".json") else None
+    try:
+        entry = corpus.load(Path(args.case)) if args.case.endswith(".json") else None
+        case = entry.case if entry else Case.parse(args.case)
+    except (corpus.CorpusError, ValueError, OSError) as e:
+        parser.error(f"{args.case}: {e}")
     if entry is None and not args.target:
         parser.error("--target is required with a coordinate")
     if args.issue and not args.output:
         parser.error("--issue needs -o: the issue attaches the script")
-    case, target = (entry.case if entry else Case.parse(args.case)), args.target or entry.target
-    script = export_script(case, target, library_module=args.module, entry=entry,
-                           name=args.output.name if args.output else "repro.py")
+    for option, path in (("-o", args.output), ("--issue", args.issue)):
+        if path is not None and not path.resolve().parent.is_dir():
+            parser.error(f"{option} {path}: no directory {path.parent} to write it in")
+    target_name = args.target or entry.target
+    try:
+        target = target_named(target_name)
+        script = export_script(case, target_name, library_module=args.module, entry=entry,
+                               name=args.output.name if args.output else "repro.py")
+    except ValueError as e:
+        parser.error(str(e))
     if not args.output:
         sys.stdout.write(script)
         return 0
     args.output.write_text(script)
+    print(f"wrote {args.output} ({len(script.splitlines())} lines): python {args.output}")
     if args.issue:
-        args.issue.write_text(issue.issue_body(case, target_named(target), args.output, module=args.module,
-                                               entry=entry))
+        body = issue.issue_body(case, target, args.output, module=args.module, entry=entry)
+        args.issue.write_text(body.text)
+        print(f"wrote {args.issue}: {body.title}\n  the script's verdict here: {body.verdict}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

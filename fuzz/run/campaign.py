@@ -27,7 +27,7 @@ from pathlib import Path
 
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import installation
-from fuzz.run.campaign_tables import markdown, size
+from fuzz.run.campaign_tables import Settings, markdown, size
 from fuzz.run.report import load as load_report
 
 
@@ -384,16 +384,18 @@ def main(argv: list[str] | None = None) -> int:
                         "off (pytest --gdn-resume OLD_OUT/NAME-failures.jsonl, where that file exists)")
     p.add_argument("--render", type=Path, metavar="SUMMARY_JSON",
                    help="run nothing: print the tables of an earlier campaign's summary.json, triaged anew against "
-                        "today's known-bug records (give its --profile, --test-seconds, --workers, --masks for the "
-                        "title)")
+                        "today's known-bug records, titled with the settings it stored")
     p.add_argument("--pytest", nargs=argparse.REMAINDER, default=[], help="more pytest arguments for every run")
     args = p.parse_args(argv)
     if args.render:
         try:
-            runs = json.loads(args.render.read_text())
+            summary = json.loads(args.render.read_text())
+            # before campaigns stored their settings, summary.json was the list of runs alone
+            runs = summary["runs"] if isinstance(summary, dict) else summary
             if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
                 raise ValueError("expected a list of runs")
-            print(markdown(runs, args))
+            stored = isinstance(summary, dict)
+            print(markdown(runs, Settings.from_json(summary["settings"]) if stored else Settings.of(args), stored))
         except (OSError, ValueError, KeyError, TypeError) as e:
             p.error(f"--render {args.render}: not a campaign summary.json ({type(e).__name__}: {e})")
         return 0
@@ -411,8 +413,10 @@ def main(argv: list[str] | None = None) -> int:
         futures = [pool.submit(run_job, job, args, watch) for job, watch in zip(jobs, watches)]
         progress.until(lambda: all(f.done() for f in futures))
         results = [f.result() for f in futures]
-    (args.out / "summary.json").write_text(json.dumps(results, indent=1) + "\n")
-    text = markdown(results, args)
+    settings = Settings.of(args)
+    (args.out / "summary.json").write_text(json.dumps({"settings": settings.to_json(), "runs": results}, indent=1)
+                                           + "\n")
+    text = markdown(results, settings)
     (args.out / "summary.md").write_text(text)
     print(text)
     return exit_code(results)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import asdict, dataclass
 
 from fuzz.case import Case
 from fuzz.run.result import CrashAttribution
@@ -20,9 +21,39 @@ def size(case: Case) -> tuple:
     return case.B, case.T, case.pool, len(repr(case))
 
 
-def markdown(results: list[dict], args) -> str:
-    lines = [f"# gdn-fuzz campaign: profile {args.profile}, {args.test_seconds:g} s per fuzz test, masks "
-             f"{args.masks}, {args.workers} worker(s) per run", ""]
+@dataclass(frozen=True)
+class Settings:
+    """What a campaign was run with: stored in its summary.json, so --render titles it as it ran."""
+
+    profile: str
+    test_seconds: float
+    masks: str
+    workers: str
+    families: tuple[str, ...] = ()
+    pytest: tuple[str, ...] = ()  # the extra pytest arguments of every run
+
+    @classmethod
+    def of(cls, args) -> Settings:
+        return cls(args.profile, args.test_seconds, args.masks, str(args.workers), tuple(args.families or ()),
+                   tuple(args.pytest or ()))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> Settings:
+        return cls(d["profile"], float(d["test_seconds"]), d["masks"], str(d["workers"]), tuple(d.get("families", ())),
+                   tuple(d.get("pytest", ())))
+
+
+def markdown(results: list[dict], settings: Settings, stored: bool = True) -> str:
+    """The campaign's tables; `stored`: the settings are the summary's own (else given on --render's command line,
+    for a summary.json written before campaigns stored them)."""
+    given = "" if stored else " (settings from the command line: this summary.json does not hold them)"
+    lines = [f"# gdn-fuzz campaign: profile {settings.profile}, {settings.test_seconds:g} s per fuzz test, masks "
+             f"{settings.masks}, {settings.workers} worker(s) per run{given}", ""]
+    if settings.pytest:
+        lines += [f"pytest arguments of every run: `{' '.join(settings.pytest)}`", ""]
     for r in results:
         env = r["environment"]
         lines += [f"## {r['installation']}: {r['family']} ({r['seconds']} s{', KILLED' if r['killed'] else ''}, "
