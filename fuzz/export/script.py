@@ -12,7 +12,6 @@ found.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib
 import importlib.metadata
@@ -131,7 +130,9 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Bad input (an unknown target, a coordinate or corpus entry that does not parse, a directory that does not
     exist) is one line and exit 2; a written script prints its path, and an issue body the verdict it holds."""
-    parser = argparse.ArgumentParser(prog="python -m fuzz.export", description=__doc__.split("\n\n")[0])
+    from fuzz.cli.main import Parser
+
+    parser = Parser(prog="gdn-fuzz export", description=__doc__.split("\n\n")[0])
     parser.add_argument("case", help="a corpus/*.json file or a Case coordinate")
     parser.add_argument("--target", help="target name (default: the corpus entry's)")
     parser.add_argument("--module", help="load this override (module.path[:attr]) instead of the library")
