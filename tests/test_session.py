@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from fuzz.standins.flashinfer_cpu import FlashInferCPU
@@ -85,3 +86,20 @@ def test_without_a_time_box_the_profile_bounds_a_test_without_resizing_its_round
     [test] = session.report.tests.values()
     assert test["boxed"] and test["rounds"] == 1 and test["box"] is None, test  # one round: as without a bound
     assert test["checked"] < 2000 and time.monotonic() - began < 3.0 + 30, test  # past it: draws, no checks
+    assert test["bound"] == 3.0
+
+
+@pytest.mark.parametrize(("box", "bound", "says"), [(None, 300.0, "(stopped by the profile's 300 s bound)"),
+                                                    (45.0, None, "(stopped by its 45 s time box)")])
+def test_the_targets_table_names_what_stopped_a_test(box, bound, says):
+    """A test stopped by its profile's bound once crashed the run's table (it formatted the absent time box)."""
+    from fuzz.run.report import RunReport
+
+    report = RunReport("ci", "cpu")
+    report.targets["fla-recurrent"] = {"unavailable": None, "origin": "installed", "version": "0.6.0"}
+    report.examples[("fla-recurrent", "decode")] = 2
+    report.distinct[("fla-recurrent", "decode")].update({"a", "b"})
+    report.tests["fuzz/test_decode.py::test_decode[fla-recurrent]"] = {
+        "target": "fla-recurrent", "op": "decode", "boxed": True, "box": box, "bound": bound}
+    [line] = [ln for ln in report.summary_lines() if ln.lstrip().startswith("fla-recurrent ")]
+    assert line.endswith(f"decode 2 (2 distinct) {says}"), line

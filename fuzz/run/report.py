@@ -103,7 +103,7 @@ class RunReport:
                 lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
                 continue
             runs = [f"{op} {n} ({len(self.distinct[(name, op)])} distinct)"
-                    + "".join(f" (stopped by its {info['box']:g} s time box)" for test, info in self.tests.items()
+                    + "".join(_stopped(info) for info in self.tests.values()
                               if info["target"] == name and info["op"] == op and info.get("boxed"))
                     for (tn, op), n in sorted(self.examples.items()) if tn == name]
             lines.append(f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
@@ -218,3 +218,11 @@ def load(path: str | Path) -> dict | None:
     first = RunReport.from_json(json.loads(next(iter(found.values())).read_text()))
     merge_parts(first, path, skip={next(iter(found))})
     return first.to_json()
+
+
+def _stopped(test: dict) -> str:
+    """What stopped a test before its examples budget: its --gdn-test-seconds time box, or its profile's bound."""
+    if test.get("box"):
+        return f" (stopped by its {test['box']:g} s time box)"
+    bound = test.get("bound")  # absent in reports written before profile bounds
+    return f" (stopped by the profile's {bound:g} s bound)" if bound else " (stopped by its time bound)"

@@ -241,7 +241,7 @@ class FuzzSession:
             test.boxed = True  # the time, not the examples budget, ended it
         self.report.tests[nodeid] = {
             "target": target.name, "op": op, "rounds": test.rounds, "checked": test.checked,
-            "seconds": round(time.monotonic() - test.started, 2), "box": box, "boxed": test.boxed,
+            "seconds": round(time.monotonic() - test.started, 2), "box": box, "bound": bound, "boxed": test.boxed,
             "failures": list(test.reported)}
         return list(test.reported.values())
 
