@@ -380,7 +380,7 @@ def primary_entries(client) -> dict:
 
 def test_a_failure_found_by_one_run_replays_first_in_another(redis_url, tmp_path):
     url, client = redis_url
-    first = fuzz_run(url, tmp_path / "first", examples=8)
+    first = fuzz_run(url, tmp_path / "first", examples=20)  # enough for both targets to draw a padded row
     minimal: dict = {}
     for f in first["failures"]:
         minimal.setdefault(f["test"], set()).add(f["case"])
