@@ -33,7 +33,7 @@ from fuzz.export import embed, issue
 from fuzz.export.script import adapter_of, export_script
 from fuzz.targets.known_bugs import BY_ID
 from fuzz.export.runner import EmbeddedModules
-from fuzz.export.script import main as export_main
+from fuzz.cli.export import main as export_main
 from fuzz.generate.materialize import Guarded, materialize
 from fuzz.run import corpus
 from fuzz.targets.registry import TARGETS

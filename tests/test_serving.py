@@ -323,3 +323,19 @@ def test_findings_land_in_the_run_report(tmp_path):
     [test] = data["tests"].values()
     assert test["op"] == "serving" and test["boxed"], test
     assert "stopped by its 4 s time box" in proc.stdout and "StaleCompile" in proc.stdout
+
+
+def test_the_profiles_bound_stops_a_serving_test_too(override):
+    """Without --gdn-test-seconds a fuzz test is bounded by its profile (profiles.TIME_BOXES); the serving test, whose
+    rounds are their own engine, once ran past it. Past the bound no call is checked and no round starts."""
+    from fuzz.run.report import RunReport
+
+    override("fuzz.standins.flashinfer_cpu")
+    target, report = BY_NAME[DECODE], RunReport("ci", "cpu")
+    test = ServingTest.start("test_serving[bounded]", target, report, bound=2.0)
+    began = time.monotonic()
+    # 1,000 sequences: minutes of checks unbounded; past the bound the round finishes on draws alone (seconds)
+    run_serving(target, BUDGET, (), "cpu", test, 1_000, steps=5, base=QUIET, seed_=0)
+    info = report.tests["test_serving[bounded]"]
+    assert info["boxed"] and info["bound"] == 2.0 and info["box"] is None, info
+    assert time.monotonic() - began < 2.0 + 60 and info["checked"] < 1_000, info

@@ -12,7 +12,7 @@ import sys
 COMMANDS = {
     "gate": ("fuzz.cli.gate", "compare a baseline and a candidate installation of the target libraries"),
     "campaign": ("fuzz.run.campaign", "time-boxed fuzzing of target families on one or more installations"),
-    "export": ("fuzz.export.script", "a standalone reproduction script for a corpus entry or a coordinate"),
+    "export": ("fuzz.cli.export", "a standalone reproduction script for a corpus entry or a coordinate"),
     "warm": ("fuzz.run.warm", "compile a profile's bucket plan into the kernel cache ahead of a run"),
     "calibrate": ("fuzz.run.calibration", "how close passing cases come to the verdict's bound, per target and output"),
     "hypofuzz": ("fuzz.cli.hypofuzz", "coverage-guided campaigns under HypoFuzz, one worker process per GPU"),

@@ -19,6 +19,7 @@ from fuzz.export import describe
 from fuzz.run import corpus
 from fuzz.run.environment import environment, markdown_table
 from fuzz.targets.base import Target
+from fuzz.targets.triton_common import TritonTarget
 
 BODY_LIMIT = 60_000  # characters: GitHub takes 65,536 in an issue body
 RUN_SECONDS = 900  # a first GPU call may compile for minutes
@@ -66,7 +67,8 @@ def issue_body(case: Case, target: Target, script: Path, *, module: str | None =
     title = f"[{dist}{f' {releases}' if releases else ''}] {' / '.join(target.needs)}: {kind}: {cause}"
     sections = [
         f"# {title}", "",
-        f"**What happens.** {describe.call(target, module)}, on the case below. {happens}{_where_run(target)}", "",
+        f"**What happens.** {describe.call(target, module)}, on the case below. {happens}"
+        f"{_where_run(target, here)}", "",
         "**What the contract says.** " + describe.contract(target, describe.contract_row(target, entry, found or here),
                                                             case) + _numbers(kind), "",
         "### The case", "", f"`{case!r}`", "",
@@ -93,14 +95,12 @@ def issue_body(case: Case, target: Target, script: Path, *, module: str | None =
                      + "\n", verdict)
 
 
-def _where_run(target: Target) -> str:
-    """Where the script ran while the body was written: a GPU, or the CPU (Triton kernels then interpreted)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return f" It ran on {torch.cuda.get_device_name(0)}."
-    interpreted = " under the Triton interpreter (TRITON_INTERPRET=1)" if target.family.name in ("fla", "sglang") \
-        else ""
+def _where_run(target: Target, here: dict) -> str:
+    """Where the script ran while the body was written (`here`, fuzz.run.environment): a GPU, or the CPU (Triton
+    kernels then interpreted)."""
+    if here.get("gpu"):
+        return f" It ran on {here['gpu']}."
+    interpreted = " under the Triton interpreter (TRITON_INTERPRET=1)" if isinstance(target, TritonTarget) else ""
     return f" It ran on the CPU{interpreted}, where this report was written."
 
 

@@ -7,8 +7,8 @@ the judge, the harness) and fuzz.export.runner's code, which installs them under
 check. Its top is for the upstream maintainer: what the case is, what was expected, how to run it, where it was
 found.
 
-    python -m fuzz.export corpus/sglang-recurrent-decode-StateMismatch-0.json -o repro.py --issue issue.md
-    python -m fuzz.export 'decode-B1-T1-...' --target flashinfer-bf16 --module fuzz.standins.flashinfer_cpu -o r.py
+    gdn-fuzz export corpus/sglang-recurrent-decode-StateMismatch-0.json -o repro.py --issue issue.md
+    gdn-fuzz export 'decode-B1-T1-...' --target flashinfer-bf16 --module fuzz.standins.flashinfer_cpu -o r.py
 """
 from __future__ import annotations
 
@@ -16,16 +16,15 @@ import ast
 import importlib
 import importlib.metadata
 import inspect
-import sys
 import textwrap
-from pathlib import Path
 
 from fuzz.case import Case
-from fuzz.export import describe, embed, issue, runner
+from fuzz.export import describe, embed, runner
 from fuzz.run import corpus
 from fuzz.run.environment import environment
 from fuzz.targets.base import Target
 from fuzz.targets.registry import TARGETS
+from fuzz.targets.triton_common import TritonTarget
 
 WIDTH = 116
 
@@ -79,8 +78,7 @@ def _docstring(case, target, module, entry, note, env, found, sources, name) -> 
     lines += _field("Expected", _expected(target, entry)) + (_field("Note", note) if note else [])
     lines += _field("Contract", describe.contract(target, sem, case))
     lines += ["", "The case:"] + [f"    {what:<13}{words}" for what, words in describe.case_lines(case)] + [""]
-    triton = target.family.name in ("fla", "sglang")
-    interpreted = " (Triton kernels then run under TRITON_INTERPRET=1)" if triton else ""
+    interpreted = " (Triton kernels then run under TRITON_INTERPRET=1)" if isinstance(target, TritonTarget) else ""
     lines += _field("Run", f"python {name} [--device cpu|cuda] [--dump tensors.pt]: cuda where a GPU is there, else "
                     f"cpu{interpreted}. The last line and exit status: 'REPRODUCED: <kind>: <detail>' 1, 'NOT "
                     "REPRODUCED' 0, 'NOT RUN: <why>' 2 ('NOT RUN: the library did not load' when it fails to import).")
@@ -125,49 +123,3 @@ def _version() -> str:
         return importlib.metadata.version("gdn-fuzz")
     except importlib.metadata.PackageNotFoundError:
         return "(not installed)"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Bad input (an unknown target, a coordinate or corpus entry that does not parse, a directory that does not
-    exist) is one line and exit 2; a written script prints its path, and an issue body the verdict it holds."""
-    from fuzz.cli.main import Parser
-
-    parser = Parser(prog="gdn-fuzz export", description=__doc__.split("\n\n")[0])
-    parser.add_argument("case", help="a corpus/*.json file or a Case coordinate")
-    parser.add_argument("--target", help="target name (default: the corpus entry's)")
-    parser.add_argument("--module", help="load this override (module.path[:attr]) instead of the library")
-    parser.add_argument("-o", "--output", type=Path, help="write the script here (default: stdout)")
-    parser.add_argument("--issue", type=Path, help="also write a markdown issue body here (runs the script once)")
-    args = parser.parse_args(argv)
-    try:
-        entry = corpus.load(Path(args.case)) if args.case.endswith(".json") else None
-        case = entry.case if entry else Case.parse(args.case)
-    except (corpus.CorpusError, ValueError, OSError) as e:
-        parser.error(f"{args.case}: {e}")
-    if entry is None and not args.target:
-        parser.error("--target is required with a coordinate")
-    if args.issue and not args.output:
-        parser.error("--issue needs -o: the issue attaches the script")
-    for option, path in (("-o", args.output), ("--issue", args.issue)):
-        if path is not None and not path.resolve().parent.is_dir():
-            parser.error(f"{option} {path}: no directory {path.parent} to write it in")
-    target_name = args.target or entry.target
-    try:
-        target = target_named(target_name)
-        script = export_script(case, target_name, library_module=args.module, entry=entry,
-                               name=args.output.name if args.output else "repro.py")
-    except ValueError as e:
-        parser.error(str(e))
-    if not args.output:
-        sys.stdout.write(script)
-        return 0
-    args.output.write_text(script)
-    print(f"wrote {args.output} ({len(script.splitlines())} lines): python {args.output}")
-    if args.issue:
-        body = issue.issue_body(case, target, args.output, module=args.module, entry=entry)
-        args.issue.write_text(body.text)
-        print(f"wrote {args.issue}: {body.title}\n  the script's verdict here: {body.verdict}")
-    return 0
-
-if __name__ == "__main__":
-    sys.exit(main())

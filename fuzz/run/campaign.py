@@ -390,11 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         try:
             summary = json.loads(args.render.read_text())
-            # before campaigns stored their settings, summary.json was the list of runs alone
-            runs = summary["runs"] if isinstance(summary, dict) else summary
+            stored = isinstance(summary, dict)  # before campaigns stored their settings: the list of runs alone
+            runs = summary["runs"] if stored else summary
             if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
                 raise ValueError("expected a list of runs")
-            stored = isinstance(summary, dict)
             print(markdown(runs, Settings.from_json(summary["settings"]) if stored else Settings.of(args), stored))
         except (OSError, ValueError, KeyError, TypeError) as e:
             p.error(f"--render {args.render}: not a campaign summary.json ({type(e).__name__}: {e})")

@@ -47,10 +47,11 @@ class ServingTest(TestRun):
 
     @classmethod
     def start(cls, nodeid: str, target: Target, report: RunReport | None = None, box: float | None = None,
-              shrink_seconds: float = 120.0) -> ServingTest:
+              shrink_seconds: float = 120.0, bound: float | None = None) -> ServingTest:
+        """`box`: the time box (--gdn-test-seconds); `bound`: the profile's bound where no box is given."""
         now = time.monotonic()
         return cls(nodeid, target, OP, now, None if box is None else now + box, shrink_seconds=shrink_seconds,
-                   report=report)
+                   report=report, cap=now + bound if bound and box is None else None)
 
     def may_check_now(self) -> bool:
         """Inside the box, or shrinking a failure of this round for shrink_seconds more; a final replay always."""
@@ -107,19 +108,20 @@ def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: 
     machine._hypothesis_internal_add_digest = test.nodeid.encode()  # one database key per test, as @given tests get
     base = base or settings.default
     found: list[SequenceFailure] = []
-    while examples - test.drawn > 0 and (test.deadline is None or time.monotonic() < test.deadline):
+    while examples - test.drawn > 0 and test.running(time.monotonic()):
         drawn = test.drawn
         size = round_size(test, examples - test.drawn, FIRST_ROUND)
         found += _round(machine, test, base, size, steps, seed_, shrink, alone, device)
         if test.drawn == drawn:  # nothing new to draw
             break
-    if test.deadline is not None and time.monotonic() >= test.deadline and test.drawn < examples:
+    if not test.running(time.monotonic()) and test.drawn < examples:
         test.boxed = True
     if test.report is not None:
         test.report.tests[test.nodeid] = {
             "target": target.name, "op": OP, "rounds": test.rounds, "checked": test.checked, "calls": test.calls,
             "seconds": round(time.monotonic() - test.started, 2),
-            "box": None if test.deadline is None else round(test.deadline - test.started, 3), "boxed": test.boxed,
+            "box": None if test.deadline is None else round(test.deadline - test.started, 3),
+            "bound": None if test.cap is None else round(test.cap - test.started, 3), "boxed": test.boxed,
             "failures": list(test.reported)}
     return found
 
@@ -167,7 +169,8 @@ def serving_test():
     def test_serving(target: Target, request) -> None:
         session = active_session()  # the target is available: fuzz.run.plugin skips the others
         options, nodeid = session.options, request.node.nodeid
-        test = ServingTest.start(nodeid, target, session.report, options.test_seconds, options.shrink_seconds)
+        test = ServingTest.start(nodeid, target, session.report, options.test_seconds, options.shrink_seconds,
+                                 options.bound_seconds)
         calls = options.examples or settings.default.max_examples
         bugs = target.serving_bugs(options.masks)  # single-call known bugs masked under every policy
         found = run_serving(target, session.budget, bugs, target.device(session.budget.device), test,

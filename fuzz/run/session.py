@@ -91,6 +91,10 @@ class TestRun:
     shrink_seconds: float = 120.0
     cap: float | None = None  # the profile's bound, where no time box is given (monotonic)
 
+    def running(self, now: float) -> bool:
+        """Before the end of its time box and of its profile's bound: another round may start."""
+        return all(t is None or now < t for t in (self.deadline, self.cap))
+
     def may_check(self, now: float) -> bool:
         if self.cap is not None and now >= self.cap:
             self.boxed = True
@@ -230,14 +234,14 @@ class FuzzSession:
         base_seed = self.options.seed if self.options.seed is not None else _seed_of(nodeid, self.profile)
         try:
             self._resume(test)
-            while budget - test.drawn > 0 and all(t is None or time.monotonic() < t for t in (test.deadline, test.cap)):
+            while budget - test.drawn > 0 and test.running(time.monotonic()):
                 drawn = test.drawn
                 self._round(test, test_fn, round_size(test, budget - test.drawn, FIRST_ROUND), base_seed)
                 if test.drawn == drawn:  # a round that drew nothing new (its search space is exhausted)
                     break
         finally:
             self._test = None
-        if test.deadline is not None and time.monotonic() >= test.deadline and test.drawn < budget:
+        if not test.running(time.monotonic()) and test.drawn < budget:
             test.boxed = True  # the time, not the examples budget, ended it
         self.report.tests[nodeid] = {
             "target": target.name, "op": op, "rounds": test.rounds, "checked": test.checked,

@@ -1,0 +1,56 @@
+"""`gdn-fuzz export`: a standalone reproduction script for a corpus entry or a coordinate (fuzz.export.script), and
+with --issue a markdown body for an upstream issue (fuzz.export.issue).
+
+    gdn-fuzz export corpus/sglang-recurrent-decode-StateMismatch-0.json -o repro.py --issue issue.md
+    gdn-fuzz export 'decode-B1-T1-...' --target flashinfer-bf16 --module fuzz.standins.flashinfer_cpu -o r.py
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from fuzz.case import Case
+from fuzz.cli.main import Parser
+from fuzz.export import issue, script
+from fuzz.run import corpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Bad input (an unknown target, a coordinate or corpus entry that does not parse, a directory that does not
+    exist) is one line and exit 2; a written script prints its path, and an issue body the verdict it holds."""
+    parser = Parser(prog="gdn-fuzz export", description=__doc__.split("\n\n")[0])
+    parser.add_argument("case", help="a corpus/*.json file or a Case coordinate")
+    parser.add_argument("--target", help="target name (default: the corpus entry's)")
+    parser.add_argument("--module", help="load this override (module.path[:attr]) instead of the library")
+    parser.add_argument("-o", "--output", type=Path, help="write the script here (default: stdout)")
+    parser.add_argument("--issue", type=Path, help="also write a markdown issue body here (runs the script once)")
+    args = parser.parse_args(argv)
+    try:
+        entry = corpus.load(Path(args.case)) if args.case.endswith(".json") else None
+        case = entry.case if entry else Case.parse(args.case)
+    except (corpus.CorpusError, ValueError, OSError) as e:
+        parser.error(f"{args.case}: {e}")
+    if entry is None and not args.target:
+        parser.error("--target is required with a coordinate")
+    if args.issue and not args.output:
+        parser.error("--issue needs -o: the issue attaches the script")
+    for option, path in (("-o", args.output), ("--issue", args.issue)):
+        if path is not None and not path.resolve().parent.is_dir():
+            parser.error(f"{option} {path}: no directory {path.parent} to write it in")
+    target_name = args.target or entry.target
+    try:
+        target = script.target_named(target_name)
+        text = script.export_script(case, target_name, library_module=args.module, entry=entry,
+                                    name=args.output.name if args.output else "repro.py")
+    except ValueError as e:
+        parser.error(str(e))
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    args.output.write_text(text)
+    print(f"wrote {args.output} ({len(text.splitlines())} lines): python {args.output}")
+    if args.issue:
+        body = issue.issue_body(case, target, args.output, module=args.module, entry=entry)
+        args.issue.write_text(body.text)
+        print(f"wrote {args.issue}: {body.title}\n  the script's verdict here: {body.verdict}")
+    return 0
