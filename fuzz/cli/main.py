@@ -14,6 +14,7 @@ COMMANDS = {
     "campaign": ("fuzz.run.campaign", "time-boxed fuzzing of target families on one or more installations"),
     "export": ("fuzz.cli.export", "a standalone reproduction script for a corpus entry or a coordinate"),
     "warm": ("fuzz.run.warm", "compile a profile's bucket plan into the kernel cache ahead of a run"),
+    "probe": ("fuzz.cli.probe", "check coordinates on targets, one verdict a line (--grid varies B, H, G, T)"),
     "calibrate": ("fuzz.run.calibration", "how close passing cases come to the verdict's bound, per target and output"),
     "hypofuzz": ("fuzz.cli.hypofuzz", "coverage-guided campaigns under HypoFuzz, one worker process per GPU"),
 }

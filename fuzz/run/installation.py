@@ -82,10 +82,10 @@ def parse(spec: str) -> Installation:
 
 def probe() -> None:
     """Installation.libraries, in the installation's interpreter: one JSON line on stdout."""
-    from fuzz.targets.registry import FAMILIES, set_overrides
+    from fuzz.targets.registry import FAMILIES, parse_overrides, set_overrides
 
     asked = json.loads(sys.argv[1])
-    set_overrides(dict(o.split("=", 1) for o in asked["overrides"]))
+    set_overrides(parse_overrides(asked["overrides"]))
     found = {}
     for name in asked["families"]:
         family = FAMILIES[name]

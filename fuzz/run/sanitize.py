@@ -177,9 +177,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="write the results as JSON")
     p.add_argument("--seconds", type=float, default=900.0, help="time budget: cases not finished by then are not run")
     args = p.parse_args(argv)
-    from fuzz.targets.registry import TARGETS, set_overrides
+    from fuzz.targets.registry import TARGETS, parse_overrides, set_overrides
 
-    overrides = dict(spec.split("=", 1) for spec in args.gdn_target)
+    overrides = parse_overrides(args.gdn_target)
     set_overrides(overrides)
     target = next(t for t in TARGETS if t.name == args.target)
     todo = [Case.parse(c) for c in args.coordinates] + (_sample(target, args.op, args.profile, args.sample)

@@ -273,12 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         cache = kernel_cache.configure(args.kernel_cache)
     except ValueError as e:
         p.exit(BAD_INPUT, f"gdn-fuzz warm: error: {e}\n")
-    from fuzz.targets.registry import TARGETS, set_overrides
+    from fuzz.targets.registry import TARGETS, parse_overrides, set_overrides
 
     try:
-        set_overrides(dict(o.split("=", 1) for o in args.override))
+        set_overrides(parse_overrides(args.override, "--override"))
     except ValueError as e:
-        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: --override: {e}\n")
+        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: {e}\n")
     chosen = [t for t in TARGETS if args.k in t.name]
     if not chosen:
         p.exit(BAD_INPUT, f"gdn-fuzz warm: error: -k {args.k!r} selects no target\n")

@@ -12,6 +12,19 @@ def targets_for(op: str) -> list[Target]:
     return [t for t in TARGETS if op in t.support.ops]
 
 
+def parse_overrides(specs: list[str] | tuple[str, ...], option: str = "--gdn-target") -> dict[str, str]:
+    """FAMILY=module.path[:attr] specs as a family -> module map; a malformed or repeated one raises ValueError."""
+    overrides: dict[str, str] = {}
+    for spec in specs:
+        family, sep, module = spec.partition("=")
+        if not sep or not family or not module:
+            raise ValueError(f"{option} {spec!r}: expected FAMILY=module.path[:attr]")
+        if family in overrides:
+            raise ValueError(f"{option} {spec}: {family} is already {family}={overrides[family]}")
+        overrides[family] = module
+    return overrides
+
+
 def set_overrides(overrides: dict[str, str]) -> None:
     """Point families at override modules ('flashinfer' -> 'my.module'); others back to the real library."""
     unknown = set(overrides) - set(FAMILIES)

@@ -1,0 +1,44 @@
+"""`gdn-fuzz probe`: one verdict a line per coordinate and target, a grid of variants, exit 1 on a failed check. Each
+runs as a user runs it, in a fresh interpreter (the Triton targets need TRITON_INTERPRET=1 before triton loads)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fuzz.case import Case
+from fuzz.cli.probe import variants
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def coordinate(entry: str) -> str:
+    return json.loads((ROOT / "corpus" / entry).read_text())["case"]
+
+
+def probe(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-m", "fuzz", "probe", *args, "--device", "cpu"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_a_known_failure_is_its_kind_and_coordinate_and_exit_1():
+    failing = coordinate("sglang-recurrent-decode-StateMismatch-0.json")
+    proc = probe(failing, "--target", "sglang-recurrent")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = proc.stdout.splitlines()
+    assert line.startswith("sglang-recurrent: StateMismatch: ") and failing in line
+
+
+def test_a_passing_grid_prints_each_combinations_error_to_bound_ratios_and_exit_0():
+    base = Case.parse(coordinate("sglang-packed-decode-pass-0.json"))
+    cases = list(variants(base, {"B": (1, 3), "G": (1, 2)}))
+    assert [(c.B, c.HV // c.H, c.read_slots, c.pool) for c in cases] == [
+        (1, 1, (1,), 2), (1, 2, (1,), 2), (3, 1, (1, 2, 3), 4), (3, 2, (1, 2, 3), 4)]
+    proc = probe(repr(base), "--target", "sglang-packed", "--grid", "B=1,3", "G=1,2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split(": ")[-1] for line in lines] == [repr(c) for c in cases]
+    assert all(line.startswith("sglang-packed: pass (error/bound: output ") and "state " in line for line in lines)
