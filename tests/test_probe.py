@@ -42,3 +42,10 @@ def test_a_passing_grid_prints_each_combinations_error_to_bound_ratios_and_exit_
     lines = proc.stdout.splitlines()
     assert [line.split(": ")[-1] for line in lines] == [repr(c) for c in cases]
     assert all(line.startswith("sglang-packed: pass (error/bound: output ") and "state " in line for line in lines)
+
+
+def test_a_named_target_that_would_never_draw_the_case_is_listed_not_checked():
+    kv = coordinate("sglang-packed-decode-pass-0.json").replace("-vk-", "-kv-")
+    proc = probe(kv, "--target", "sglang-packed")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [f"sglang-packed: outside its support (layout kv): {kv}"]

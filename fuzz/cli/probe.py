@@ -4,8 +4,9 @@
     gdn-fuzz probe 'verify-B1-T1-...' --target flashinfer-mtp-fp32 --grid B=1,2,3 H=1,2 G=1,2 T=1,2
 
 --grid isolates a trigger: every combination of batch B (slots 1..B, pool B+1), qk heads H, GVA ratio G (HV = G*H)
-and tokens T is derived from each coordinate and checked. Without --target every available target of the
-coordinate's operation is checked. Exit status: 1 when a check failed, 0 when all passed, 2 on bad input.
+and tokens T is derived from each coordinate and checked. Without --target every available target that supports the
+case is checked; a named target that is unavailable, or whose support leaves the case out, is listed, not checked.
+Exit status: 1 when a check failed, 0 when all passed, 2 on bad input.
 """
 from __future__ import annotations
 
@@ -39,6 +40,15 @@ def variants(base: Case, grid: dict[str, tuple[int, ...]]) -> Iterator[Case]:
                                   write_slots=None, token_slots=None, inter_index=None,
                                   inter_rows=B if base.inter_rows else 0, inter_steps=T if base.inter_rows else 0,
                                   inter_spare_steps=0)
+
+
+def outside(target: Target, case: Case) -> str | None:
+    """What of the case lies outside the target's declared support (the fuzzer never draws it there), or None."""
+    sup = target.declared()
+    asked = (("operation", case.op, sup.ops), ("state dtype", case.state_dtype, sup.state_dtypes),
+             ("input dtype", case.input_dtype, sup.input_dtypes), ("index dtype", case.index_dtype, sup.index_dtypes),
+             ("layout", case.layout, sup.layouts))
+    return ", ".join(f"{what} {value}" for what, value, allowed in asked if value not in allowed) or None
 
 
 def line(result: CheckResult) -> str:
@@ -89,11 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     for base in bases:
         for case in variants(base, grid) if grid else [base]:
-            for target in (t for t in chosen if case.op in t.support.ops):
+            for target in chosen:
                 reason = target.unavailable_reason(args.device)
-                if reason:
+                if reason or outside(target, case):
                     if args.target:
-                        print(f"{target.name}: unavailable: {reason}", flush=True)
+                        why = f"unavailable: {reason}" if reason else f"outside its support ({outside(target, case)})"
+                        print(f"{target.name}: {why}: {case!r}", flush=True)
                     continue
                 result = check(target, case, args.device)
                 failed |= result.failure is not None
