@@ -352,8 +352,9 @@ def test_issue_body_from_a_reproduced_corpus_entry(tmp_path, capsys):
     assert said[2].startswith("  the script's verdict here: REPRODUCED: StateMismatch: "), said
     assert "It ran on the CPU under the Triton interpreter (TRITON_INTERPRET=1)" in text
     assert text.startswith(f"# [sglang {importlib.metadata.version('sglang')}] "
-                           "fused_recurrent_gated_delta_rule_update: StateMismatch: state error above the bound\n")
-    assert "**What happens.** fused_recurrent_gated_delta_rule_update of sglang" in text
+                           "fused_recurrent_gated_delta_rule_update: StateMismatch: @input_guard .contiguous() "
+                           "copies a strided pool view, the state write is lost\n")
+    assert "**What happens.** `sglang." in text  # the function's qualified name
     assert "`StateMismatch`: state[" in text
     assert f"`{entry.case!r}`" in text and "a strided view: 1 spare heads after each slot" in text
     assert "| torch | " in text and "python repro.py\n" in text and "pip install --no-deps sglang==" in text

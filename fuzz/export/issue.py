@@ -65,7 +65,7 @@ def issue_body(case: Case, target: Target, script: Path, recorded: Recording, *,
     dist = describe.distribution(target)
     library = re.fullmatch(rf"{target.family.name} (\S+)", _line(output, "library") or "")
     version = library[1] if library else (found or here).get(dist)
-    kind, cause, happens, verdict = _what_happens(status, output, entry, dist)
+    kind, cause, happens, verdict = _what_happens(status, output, entry, dist, target.needs)
     releases = version or (str(entry.versions) if entry is not None else "")
     title = f"[{dist}{f' {releases}' if releases else ''}] {' / '.join(target.needs)}: {kind}: {cause}"
     sections = [
@@ -124,16 +124,20 @@ def _where_run(target: Target, here: dict) -> str:
     return f" It ran on the CPU{interpreted}, where this report was written."
 
 
-def _what_happens(status: int, output: str, entry: corpus.Entry | None, dist: str) -> tuple[str, str, str, str]:
+def _what_happens(status: int, output: str, entry: corpus.Entry | None, dist: str,
+                  functions: tuple[str, ...]) -> tuple[str, str, str, str]:
     """(failure kind, cause, what happens in words, the script's verdict line): the script's verdict where it
-    reproduced, else the corpus entry's expectation next to the verdict it gave here."""
+    reproduced, else the corpus entry's expectation next to the verdict it gave here. The cause, for the title: the
+    entry's description where it expects that kind (it says what goes wrong), else the verdict's."""
     verdicts = _VERDICT.findall(output)
     verdict = verdicts[-1][0] if verdicts else f"no verdict (exit status {status})"
     if status == 1 and verdict.startswith("REPRODUCED"):
         kind, detail = verdicts[-1][1], verdicts[-1][2]
-        return kind, _line(output, "cause") or detail, f"`{kind}`: {detail}.{_root_cause(entry)}", verdict
+        cause = _clause(entry.description, functions) if entry is not None and entry.expect == kind else \
+            _line(output, "cause") or detail
+        return kind, cause, f"`{kind}`: {detail}.{_root_cause(entry)}", verdict
     if entry is not None and entry.expect != "pass":
-        return (entry.expect, _clause(entry.description),
+        return (entry.expect, _clause(entry.description, functions),
                 f"`{entry.expect}` (corpus entry {entry.path.name}, {dist} {entry.versions or 'every release'}): "
                 f"{entry.description}{_root_cause(entry)}\n\nNot reproduced where this report was written: "
                 f"`{verdict}`.", verdict)
@@ -156,8 +160,11 @@ def _numbers(kind: str) -> str:
             "plus a floor of a few ulps growing with T (gdn-fuzz fuzz/judge/tolerance.py).")
 
 
-def _clause(text: str, limit: int = 100) -> str:
-    """The first clause of a description, for a title."""
+def _clause(text: str, functions: tuple[str, ...], limit: int = 100) -> str:
+    """The first clause of a description, for a title (after the function's name where it opens with it: the title
+    names the function already)."""
+    for function in functions:
+        text = text.removeprefix(f"{function}: ")
     first = re.split(r"[:;(]\s", text, maxsplit=1)[0].strip()
     return first if len(first) <= limit else first[:limit - 3].rstrip() + "..."
 
