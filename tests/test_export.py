@@ -16,6 +16,7 @@ import ast
 import dataclasses
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import subprocess
@@ -30,7 +31,7 @@ import torch
 
 from fuzz.case import Case
 from fuzz.export import embed, issue
-from fuzz.export.script import adapter_of, export_script
+from fuzz.export.script import MARKER, adapter_of, export_script
 from fuzz.targets.known_bugs import BY_ID
 from fuzz.export.runner import EmbeddedModules
 from fuzz.cli.export import main as export_main
@@ -351,8 +352,9 @@ def test_issue_body_from_a_reproduced_corpus_entry(tmp_path, capsys):
     assert said[2].startswith("  the script's verdict here: REPRODUCED: StateMismatch: "), said
     assert "It ran on the CPU under the Triton interpreter (TRITON_INTERPRET=1)" in text
     assert text.startswith(f"# [sglang {importlib.metadata.version('sglang')}] "
-                           "fused_recurrent_gated_delta_rule_update: StateMismatch: state error above the bound\n")
-    assert "**What happens.** fused_recurrent_gated_delta_rule_update of sglang" in text
+                           "fused_recurrent_gated_delta_rule_update: StateMismatch: @input_guard .contiguous() "
+                           "copies a strided pool view, the state write is lost\n")
+    assert "**What happens.** `sglang." in text  # the function's qualified name
     assert "`StateMismatch`: state[" in text
     assert f"`{entry.case!r}`" in text and "a strided view: 1 spare heads after each slot" in text
     assert "| torch | " in text and "python repro.py\n" in text and "pip install --no-deps sglang==" in text
@@ -441,3 +443,80 @@ def test_gpu_corpus_entry_reproduces_standalone(tmp_path, entry):
     else:
         assert proc.returncode == 1 and verdict(proc.stdout).startswith(f"REPRODUCED: {entry.expect}: "), \
             proc.stdout + proc.stderr
+
+
+# ---- the call on top ----------------------------------------------------------------------------------------------
+SHOWN = [  # one target of each family, a padded slot among the FlashInfer one's (-1 must show)
+    ("flashinfer-bf16", "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-gate_mixed-seed3-slots[5,-1,2]-"
+                        "wslots[4,-1,6]-inter3x8+0-noupdate", "fuzz.standins.flashinfer_cpu",
+     "flashinfer.gdn_decode.gated_delta_rule_decode_pretranspose("),
+    ("fla-recurrent", "verify-B2-T3-H1-HV2-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed1-slots[0,1]",
+     None, "fla.ops.gated_delta_rule.fused_recurrent.fused_recurrent_gated_delta_rule("),
+    ("sglang-recurrent", "decode-B2-T1-H1-HV2-K8-V16-pool5-pad1-fp32state-bf16in-i64-vk-gate_mild-seed2-"
+                         "slots[3,-1]-gap1", None, "sglang."),
+]
+
+
+def _top_call(text: str) -> list[str]:
+    """The call shown on top of a script: its commented lines from the function to the closing parenthesis."""
+    top = text[:text.index(MARKER)].splitlines()
+    first = next(n for n, line in enumerate(top) if line.startswith("#     ") and line.endswith("("))
+    last = top.index("#     )", first)
+    return [line[len("#     "):] for line in top[first:last + 1]]
+
+
+def _made_call(out: str) -> list[str]:
+    """The call a script printed as it made it."""
+    lines = out.splitlines()
+    first = lines.index("the call, as made here:") + 1
+    last = lines.index("    )", first)
+    return [line[4:] for line in lines[first:last + 1]]
+
+
+@pytest.mark.parametrize(("target", "coordinate", "module", "function"), SHOWN, ids=[s[0] for s in SHOWN])
+def test_script_opens_with_the_call_its_check_makes(tmp_path, target, coordinate, module, function):
+    script = tmp_path / "repro.py"
+    assert export_main([coordinate, "--target", target, "-o", str(script), *(["--module", module] if module else [])
+                        ]) == 0
+    text = script.read_text()
+    shown = _top_call(text)
+    assert shown[0].startswith(function) and f".{BY_NAME[target].needs[0]}(" in shown[0] and len(shown) > 8, shown
+    head = text.splitlines()
+    assert head.index(f"#     {shown[0]}") < 40  # right after the short docstring
+    assert head.index(MARKER) < head.index("class EmbeddedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):")
+    assert any(" [" in line and "  strides (" in line for line in shown), shown  # dtype [shape]  strides (...)
+    proc = run_fresh(script, "--device", "cpu")
+    assert proc.returncode in (0, 1) and _made_call(proc.stdout) == shown, proc.stdout + proc.stderr[-3000:]
+
+
+def test_padding_entries_show_and_the_call_is_recorded_without_the_library(tmp_path):
+    """No --module: the library's call is recorded against it where it is installed, else against the stand-in."""
+    script = tmp_path / "repro.py"
+    assert export_main([SHOWN[0][1], "--target", "flashinfer-bf16", "-o", str(script)]) == 0
+    shown = _top_call(script.read_text())
+    assert shown[0] == "flashinfer.gdn_decode.gated_delta_rule_decode_pretranspose("
+    slots = [line.strip() for line in shown if line.strip().startswith(("initial_state_indices=",
+                                                                         "output_state_indices="))]
+    assert [line.split("=  ")[-1].strip() for line in slots] == ["int32 [3]  strides (1,)  = [5, -1, 2]",
+                                                                  "int32 [3]  strides (1,)  = [4, -1, 6]"], shown
+    installed = importlib.util.find_spec("flashinfer") is not None
+    assert installed or "CPU stand-in fuzz.standins.flashinfer_cpu, since flashinfer-python is not installed" in \
+        " ".join(script.read_text().split())
+
+
+def test_issue_body_shows_the_call_the_script_makes(tmp_path):
+    entry = corpus.load(REPO / "corpus" / "sglang-recurrent-decode-StateMismatch-0.json")
+    script, body = tmp_path / "repro.py", tmp_path / "issue.md"
+    assert export_main([str(entry.path), "-o", str(script), "--issue", str(body)]) == 0
+    text = body.read_text()
+    made = _made_call(text)  # the script's output, in the body
+    assert made[0].startswith("sglang.") and made[0].endswith(".fused_recurrent_gated_delta_rule_update(")
+    assert f"**What happens.** `{made[0][:-1]}`, on the call below." in text
+    call = text[text.index("### The call\n"):text.index("### The case")]
+    assert f"`{made[0][:-1]}` is called with these keyword arguments" in call
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in call.splitlines() if line.startswith("| `")]
+    assert [row[0].strip("`") for row in rows] == [line.split("=")[0].strip() for line in made[1:-1]], call
+    for row, line in zip(rows, made[1:-1]):
+        words = line.split("=", 1)[1].strip()
+        assert (f"{row[1]} {row[2]}  strides {row[3]}" in words) if row[1] else (row[5] == f"`{words}`"), (row, line)
+    assert "| `initial_state_indices` | int32 | [2] | (1,) | 0 | `[" in call

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fuzz.case import Case
 from fuzz.cli.main import Parser
-from fuzz.export import issue, script
+from fuzz.export import issue, recording, script
 from fuzz.run import corpus
 
 
@@ -40,8 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     target_name = args.target or entry.target
     try:
         target = script.target_named(target_name)
+        recorded = recording.record(target, case, args.module)
         text = script.export_script(case, target_name, library_module=args.module, entry=entry,
-                                    name=args.output.name if args.output else "repro.py")
+                                    name=args.output.name if args.output else "repro.py", recorded=recorded)
     except ValueError as e:
         parser.error(str(e))
     if not args.output:
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(text)
     print(f"wrote {args.output} ({len(text.splitlines())} lines): python {args.output}")
     if args.issue:
-        body = issue.issue_body(case, target, args.output, module=args.module, entry=entry)
+        body = issue.issue_body(case, target, args.output, recorded, module=args.module, entry=entry)
         args.issue.write_text(body.text)
         print(f"wrote {args.issue}: {body.title}\n  the script's verdict here: {body.verdict}")
     return 0

@@ -18,7 +18,8 @@ import fuzz
 
 ROOT = Path(fuzz.__file__).resolve().parents[1]  # the checkout, or site-packages for an installed gdn-fuzz
 PACKAGES = ("fuzz", "reference", "tests")  # tests: the checkout's mutants, which are override modules
-CHECK = ("fuzz.run.harness", "fuzz.run.environment")  # the check, and the environment the script prints
+# the check, the environment the script prints, and the tap that records the library call it makes
+CHECK = ("fuzz.run.harness", "fuzz.run.environment", "fuzz.export.call")
 
 
 def is_ours(name: str) -> bool:

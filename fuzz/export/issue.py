@@ -16,6 +16,8 @@ from pathlib import Path
 
 from fuzz.case import Case
 from fuzz.export import describe
+from fuzz.export.recording import Recording
+from fuzz.export.script import MARKER
 from fuzz.run import corpus
 from fuzz.run.environment import environment, markdown_table
 from fuzz.targets.base import Target
@@ -55,23 +57,25 @@ def scrub(text: str, script: Path) -> str:
     return text
 
 
-def issue_body(case: Case, target: Target, script: Path, *, module: str | None = None,
+def issue_body(case: Case, target: Target, script: Path, recorded: Recording, *, module: str | None = None,
                entry: corpus.Entry | None = None) -> IssueBody:
+    """`recorded`: the library call the script makes (fuzz.export.recording), shown as the library names it."""
     status, output = run_script(script)
     here, found = environment(), entry.environment if entry is not None and entry.environment else None
     dist = describe.distribution(target)
     library = re.fullmatch(rf"{target.family.name} (\S+)", _line(output, "library") or "")
     version = library[1] if library else (found or here).get(dist)
-    kind, cause, happens, verdict = _what_happens(status, output, entry, dist)
+    kind, cause, happens, verdict = _what_happens(status, output, entry, dist, target.needs)
     releases = version or (str(entry.versions) if entry is not None else "")
     title = f"[{dist}{f' {releases}' if releases else ''}] {' / '.join(target.needs)}: {kind}: {cause}"
     sections = [
         f"# {title}", "",
-        f"**What happens.** {describe.call(target, module)}, on the case below. {happens}"
+        f"**What happens.** {_function(recorded, target, module)}, on the call below. {happens}"
         f"{_where_run(target, here)}", "",
         "**What the contract says.** " + describe.contract(target, describe.contract_row(target, entry, found or here),
                                                             case) + _numbers(kind), "",
-        "### The case", "", f"`{case!r}`", "",
+        "### The call", "", *_call(recorded, case), "",
+        "### The case, as gdn-fuzz draws it", "", f"`{case!r}`", "",
         *[f"- **{what}**: {words}" for what, words in describe.case_lines(case)], "",
         "### Environment", "",
         *(["Found on:", "", markdown_table(found), "", "This report was written on:", ""] if found else []),
@@ -89,10 +93,26 @@ def issue_body(case: Case, target: Target, script: Path, *, module: str | None =
     if len(body) + len(text) < BODY_LIMIT:
         return IssueBody(title, body + _details(f"{script.name} ({lines} lines)", text.rstrip(), "python") + "\n",
                          verdict)
-    top = text[:re.search(r"^# gdn-fuzz .*\nSOURCES = \{", text, re.M).start()].rstrip()
+    top = text[:text.index(MARKER)].rstrip()
     return IssueBody(title, body + f"`{script.name}` ({lines} lines) is attached: too long for an issue body. Its top, "
-                     "above the embedded gdn-fuzz modules:\n\n" + _details(f"{script.name}, top", top, "python")
+                     "above gdn-fuzz's embedded code:\n\n" + _details(f"{script.name}, top", top, "python")
                      + "\n", verdict)
+
+
+def _function(recorded: Recording, target: Target, module: str | None) -> str:
+    return f"`{recorded.call.function}`" if recorded.call else describe.call(target, module)
+
+
+def _call(recorded: Recording, case: Case) -> list[str]:
+    """The function and its keyword arguments, as recorded from the adapter."""
+    if recorded.call is None:
+        return [f"Not recorded: the adapter made no library call at export against {recorded.against}: "
+                f"{recorded.why}."]
+    return [f"`{recorded.call.function}` is called with these keyword arguments (recorded from gdn-fuzz's adapter "
+            f"against {recorded.against}; strides and storage offsets in elements). The writable buffers are views "
+            "into larger allocations whose surplus holds a NaN guard pattern, hence their storage offsets. Every "
+            f"tensor's values come from seed {case.seed}: the script's `--dump tensors.pt` saves them.", "",
+            *recorded.call.table()]
 
 
 def _where_run(target: Target, here: dict) -> str:
@@ -104,16 +124,20 @@ def _where_run(target: Target, here: dict) -> str:
     return f" It ran on the CPU{interpreted}, where this report was written."
 
 
-def _what_happens(status: int, output: str, entry: corpus.Entry | None, dist: str) -> tuple[str, str, str, str]:
+def _what_happens(status: int, output: str, entry: corpus.Entry | None, dist: str,
+                  functions: tuple[str, ...]) -> tuple[str, str, str, str]:
     """(failure kind, cause, what happens in words, the script's verdict line): the script's verdict where it
-    reproduced, else the corpus entry's expectation next to the verdict it gave here."""
+    reproduced, else the corpus entry's expectation next to the verdict it gave here. The cause, for the title: the
+    entry's description where it expects that kind (it says what goes wrong), else the verdict's."""
     verdicts = _VERDICT.findall(output)
     verdict = verdicts[-1][0] if verdicts else f"no verdict (exit status {status})"
     if status == 1 and verdict.startswith("REPRODUCED"):
         kind, detail = verdicts[-1][1], verdicts[-1][2]
-        return kind, _line(output, "cause") or detail, f"`{kind}`: {detail}.{_root_cause(entry)}", verdict
+        cause = _clause(entry.description, functions) if entry is not None and entry.expect == kind else \
+            _line(output, "cause") or detail
+        return kind, cause, f"`{kind}`: {detail}.{_root_cause(entry)}", verdict
     if entry is not None and entry.expect != "pass":
-        return (entry.expect, _clause(entry.description),
+        return (entry.expect, _clause(entry.description, functions),
                 f"`{entry.expect}` (corpus entry {entry.path.name}, {dist} {entry.versions or 'every release'}): "
                 f"{entry.description}{_root_cause(entry)}\n\nNot reproduced where this report was written: "
                 f"`{verdict}`.", verdict)
@@ -136,8 +160,11 @@ def _numbers(kind: str) -> str:
             "plus a floor of a few ulps growing with T (gdn-fuzz fuzz/judge/tolerance.py).")
 
 
-def _clause(text: str, limit: int = 100) -> str:
-    """The first clause of a description, for a title."""
+def _clause(text: str, functions: tuple[str, ...], limit: int = 100) -> str:
+    """The first clause of a description, for a title (after the function's name where it opens with it: the title
+    names the function already)."""
+    for function in functions:
+        text = text.removeprefix(f"{function}: ")
     first = re.split(r"[:;(]\s", text, maxsplit=1)[0].strip()
     return first if len(first) <= limit else first[:limit - 3].rstrip() + "..."
 

@@ -60,6 +60,7 @@ def main(case_text: str, target_name: str, adapter: str, override, sources: dict
         os.environ.setdefault("TRITON_INTERPRET", "1")
     sys.meta_path.insert(0, EmbeddedModules(sources, os.path.basename(sys.argv[0] or "repro.py")))
     from fuzz.case import Case
+    from fuzz.export.call import tapping
     from fuzz.run.environment import environment
     from fuzz.run.harness import check
     from fuzz.targets.base import Unavailable
@@ -82,11 +83,14 @@ def main(case_text: str, target_name: str, adapter: str, override, sources: dict
         return 2
     print(f"library:     {f'override {override}' if override else f'{target.family.name} {target.release()}'}")
     try:
-        result = check(target, case, device)
+        with tapping(target, stop=False) as calls:  # records each library call, then makes it
+            result = check(target, case, device, on_phase=lambda phase: judged(phase, calls))
     except Exception:  # noqa: BLE001 - the check itself broke: a gdn-fuzz bug, never a finding
         traceback.print_exc()
         print("NOT RUN: the check broke (a gdn-fuzz bug, not a finding)")
         return 2
+    if calls:
+        print("the call, as made here:\n" + "\n".join(f"    {line}" for line in calls[0].lines()))
     for c in result.comparisons:
         print(f"{c.kind:<13} max error {c.worst:.3g}, bound {c.bound:.3g}")
     if result.failure is None:
@@ -97,6 +101,12 @@ def main(case_text: str, target_name: str, adapter: str, override, sources: dict
     print(f"cause:       {result.failure.cause}")
     print(f"REPRODUCED: {result.failure.kind}: {result.failure.detail}")
     return 1
+
+
+def judged(phase: str, calls: list) -> None:
+    """The check's phase hook: the calls recorded before the judged one (a warm-up call) are not shown."""
+    if phase == "kernel call":
+        calls.clear()
 
 
 def dump(case, device: str, path: str) -> None:

@@ -19,7 +19,7 @@ import inspect
 import textwrap
 
 from fuzz.case import Case
-from fuzz.export import describe, embed, runner
+from fuzz.export import describe, embed, recording, runner
 from fuzz.run import corpus
 from fuzz.run.environment import environment
 from fuzz.targets.base import Target
@@ -27,6 +27,8 @@ from fuzz.targets.registry import TARGETS
 from fuzz.targets.triton_common import TritonTarget
 
 WIDTH = 116
+MARKER = "# " + "=" * 24 + " everything below is gdn-fuzz's own code, embedded verbatim; you need not read it " + \
+    "=" * 8
 
 
 def target_named(name: str) -> Target:
@@ -46,49 +48,81 @@ def adapter_of(target: Target) -> str:
 
 def export_script(case: Case, target_name: str, *, library_module: str | None = None,
                   entry: corpus.Entry | None = None, note: str = "", env: dict | None = None,
-                  name: str = "repro.py") -> str:
+                  name: str = "repro.py", recorded: recording.Recording | None = None) -> str:
     """The reproduction script for `case` on `target_name`. `library_module` ('module.path[:attr]') is loaded instead
     of the library, as --gdn-target does (embedded when it is one of gdn-fuzz's: a stand-in, a mutant); `entry` is
     the corpus entry the case comes from (its expectation goes on top, with `note`); `env` is where it was found
-    (default: the entry's environment, else this one); `name` is the file's, for the commands on top."""
+    (default: the entry's environment, else this one); `name` is the file's, for the commands on top; `recorded` the
+    library call the adapter makes (fuzz.export.recording.record, run here when not given)."""
     module = library_module
     target = target_named(target_name)
     adapter = adapter_of(target)
+    recorded = recorded or recording.record(target, case, module)
     override_module = (module or "").partition(":")[0]
     roots = [*embed.CHECK, adapter, *([override_module] if module and embed.is_ours(override_module) else [])]
     sources = embed.closure(roots)
     env = env or (entry.environment if entry and entry.environment else environment())
     found = "found on" if entry and entry.environment else "exported on"
-    text = _docstring(case, target, module, entry, note, env, found, sources, name)
     settings = (f"CASE = {repr(case)!r}\nTARGET = {target.name!r}\n"
-                f"ADAPTER = {adapter!r}  # embedded below: its call() is the kernel call\n"
+                f"ADAPTER = {adapter!r}  # embedded below: its call() is the call shown above\n"
                 f"OVERRIDE = {module!r}  # loaded instead of the library when set (--gdn-target)\n")
     modules = "".join(f"    # ==== {embed.path_of(m)} {'=' * (WIDTH - 12 - len(embed.path_of(m)))}\n"
                       f"    {m!r}: {embed.literal(source)},\n" for m, source in sources.items())
-    return (f"{text}\n{settings}\n{_runner_code()}\n\n"
-            f"# gdn-fuzz {_version()}: the modules the check runs, verbatim, in import order\n"
+    return (f"{_docstring(case, target, module, entry, note, name, recorded)}\n"
+            f"{_comments(_call_section(recorded, adapter))}\n"
+            f"{_comments(_details(case, target, module, entry, env, found, sources))}\n{settings}\n{MARKER}\n\n"
+            f"{_runner_code()}\n\n# gdn-fuzz {_version()}: the modules the check runs, verbatim, in import order\n"
             f"SOURCES = {{\n{modules}}}\n\n"
             'if __name__ == "__main__":\n    sys.exit(main(CASE, TARGET, ADAPTER, OVERRIDE, SOURCES))\n')
 
 
-def _docstring(case, target, module, entry, note, env, found, sources, name) -> str:
-    sem = describe.contract_row(target, entry, env)
-    lines = textwrap.wrap(f"Reproduction of a gdn-fuzz case on {target.name} ({target.path}): "
-                          f"{describe.call(target, module)}.", WIDTH) + ["", f"    {case!r}", ""]
+def _docstring(case, target, module, entry, note, name, recorded) -> str:
+    function = recorded.call.function if recorded.call else describe.call(target, module)
+    lines = textwrap.wrap(f"Reproduction of a gdn-fuzz case on {target.name} ({target.path}): {function}.", WIDTH)
+    lines += ["", f"    {case!r}", ""]
     lines += _field("Expected", _expected(target, entry)) + (_field("Note", note) if note else [])
-    lines += _field("Contract", describe.contract(target, sem, case))
-    lines += ["", "The case:"] + [f"    {what:<13}{words}" for what, words in describe.case_lines(case)] + [""]
     interpreted = " (Triton kernels then run under TRITON_INTERPRET=1)" if isinstance(target, TritonTarget) else ""
     lines += _field("Run", f"python {name} [--device cpu|cuda] [--dump tensors.pt]: cuda where a GPU is there, else "
                     f"cpu{interpreted}. The last line and exit status: 'REPRODUCED: <kind>: <detail>' 1, 'NOT "
                     "REPRODUCED' 0, 'NOT RUN: <why>' 2 ('NOT RUN: the library did not load' when it fails to import).")
+    body = "\n".join(lines).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return f'"""{body}\n"""'
+
+
+def _call_section(recorded: recording.Recording, adapter: str) -> list[str]:
+    """The library call the embedded adapter makes, as recorded at export, with what its tensors are."""
+    head = [_rule("The library call under test")]
+    where = embed.path_of(adapter)
+    if recorded.call is None:
+        return head + _field("Not shown", f"the adapter ({where}) made no library call at export against "
+                             f"{recorded.against}: {recorded.why}")
+    head += textwrap.wrap(
+        f"What gdn-fuzz's adapter ({where}, embedded below) passes, recorded at export against {recorded.against}; "
+        "strides and storage offsets in elements. Every tensor is built from the case's seed by gdn-fuzz's value "
+        "generator (the same bits on any device; --dump saves them). The writable buffers are views into larger "
+        "allocations whose surplus holds a NaN guard pattern (any write outside the view changes it), hence their "
+        "storage offsets. The script prints the call again as it makes it, after the check.", WIDTH - 2)
+    return head + [""] + [f"    {line}" for line in recorded.call.lines()]
+
+
+def _details(case, target, module, entry, env, found, sources) -> list[str]:
+    """What the check holds the call to, the case in words, what the script needs, where the case was found."""
+    sem = describe.contract_row(target, entry, env)
+    lines = [_rule("What the check holds it to")] + _field("Contract", describe.contract(target, sem, case))
+    lines += ["", "The case:"] + [f"    {what:<13}{words}" for what, words in describe.case_lines(case)] + [""]
     lines += _field("Needs", f"Python >= 3.11, torch, packaging; {_library(target, module, entry, env)}. No gdn-fuzz: "
                     f"the {len(sources)} modules "
                     f"its check runs ({sum(s.count(chr(10)) for s in sources.values())} lines) are embedded below, "
                     "verbatim, and imported under their own names.")
-    lines += ["", f"Environment {found}:"] + [f"    {key:<20}{value}" for key, value in env.items() if value]
-    body = "\n".join(lines).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    return f'"""{body}\n"""'
+    return lines + ["", f"Environment {found}:"] + [f"    {key:<20}{value}" for key, value in env.items() if value]
+
+
+def _comments(lines: list[str]) -> str:
+    return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+
+
+def _rule(title: str) -> str:
+    return f"---- {title} " + "-" * (WIDTH - 8 - len(title))
 
 
 def _library(target, module, entry, env) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -90,6 +91,8 @@ class Family:
     name: str
     functions: tuple[str, ...]
     override: str | None = None  # "module.path" or "module.path:attribute"
+    # wraps the loaded API where the adapters look their functions up (fuzz.export.recorded: a recording proxy)
+    tap: Callable[[object], object] | None = field(default=None, repr=False)
     _api: object = field(default=None, repr=False)
     _error: str | None = field(default=None, repr=False)
 
@@ -101,7 +104,11 @@ class Family:
                 self._error = str(e)
         if self._error:
             raise Unavailable(self._error)
-        return self._api
+        return self.tapped(self._api)
+
+    def tapped(self, api):
+        """`api` as the adapters see it: through `tap` while one is set."""
+        return api if self.tap is None else self.tap(api)
 
     def version(self) -> str | None:
         api = self.api()
@@ -149,6 +156,9 @@ class Target:
     path: str  # key into the semantics table
     support: Support
     needs: tuple[str, ...]  # the family functions this target calls
+    # the library module whose functions `needs` names, where the adapter's API object is not that module itself
+    # (None: each function's own __module__ names it)
+    library_module: str | None = None
 
     def __str__(self) -> str:
         return self.name

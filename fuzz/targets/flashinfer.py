@@ -36,6 +36,7 @@ from fuzz.targets.base import Family, Support, Target, Unavailable, import_or_un
 
 HINT = "pip install 'gdn-fuzz[flashinfer]'"
 DISTRIBUTION = "flashinfer-python"
+DECODE_MODULE, PREFILL_MODULE = "flashinfer.gdn_decode", "flashinfer.gdn_prefill"  # where the entry points live
 # Kernel-availability flags of flashinfer.gdn_decode, per kernel family, with the releases that define each (research
 # §9): a kernel module that failed to import sets its flag False, and the wrapper then falls through to another path
 # (bf16 state -> the fp32 asserts) or fails on every call. An override module is checked for every flag it has.
@@ -61,7 +62,7 @@ class FlashInferFamily(Family):
 
     def load_real(self):
         version = installed_version(DISTRIBUTION)
-        module = import_or_unavailable("flashinfer.gdn_decode", HINT)
+        module = import_or_unavailable(DECODE_MODULE, HINT)
         module.__version__ = version
         return module
 
@@ -74,7 +75,7 @@ class FlashInferFamily(Family):
             self._prefill = _load_prefill(self.version())
         if isinstance(self._prefill, Unavailable):
             raise self._prefill
-        return self._prefill
+        return self.tapped(self._prefill)
 
     def reset(self, override: str | None) -> None:
         super().reset(override)
@@ -87,7 +88,7 @@ def _major() -> int | None:
 
 def _load_prefill(version: str):
     try:
-        module = import_or_unavailable("flashinfer.gdn_prefill", HINT)
+        module = import_or_unavailable(PREFILL_MODULE, HINT)
     except Unavailable as e:
         return e
     module.__version__ = version
@@ -124,6 +125,7 @@ class Plan:
 
 class FlashInferTarget(Target):
     family = FLASHINFER
+    library_module = DECODE_MODULE
     # {function: keywords} this target cannot run without (a missing one makes it unavailable on the release)
     essential: dict = {}
 
@@ -255,6 +257,8 @@ class FlashInferPrefill(FlashInferTarget):
     padding (-1 is no id there): identity slots. Before 0.7.0 (SM90): sequence-ordered states, the pool of B identity
     slots passed as they are. Before 0.7.1 use_qk_l2norm_in_kernel is ignored: the adapter l2-normalizes q and k itself
     (research §7.3), as 0.7.1+ do on the host."""
+
+    library_module = PREFILL_MODULE
 
     def api(self):
         return self.family.prefill()
