@@ -5,7 +5,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from fuzz.generate.profiles import register_profiles
 from fuzz.targets.registry import FAMILIES, flashinfer, set_overrides
+
+# The gdn-fuzz Hypothesis profiles (--hypothesis-profile=ci is ours, not Hypothesis's own "ci"), registered before
+# pytest loads the profile, whether or not this run also collects the fuzz suites (whose conftest registers them).
+register_profiles()
 
 # No test of ours may hang CI (90 min for everything): one that runs past this fails with its stack (pytest-timeout,
 # the dev extra), and the run goes on. The longest take about 4 minutes on a 2-core CPU box.

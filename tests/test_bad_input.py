@@ -309,37 +309,86 @@ def test_every_drawn_case_validates(target, budget, large, data):
     assert Case.parse(repr(case)) == case
 
 
-# --- the wheel ships the corpus -----------------------------------------------------------------------------------
-def test_the_wheel_ships_every_package_and_the_corpus(tmp_path):
-    source = tmp_path / "src"
+# --- the wheel: the corpus, the pytest plugin -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel of this checkout, built in a temporary directory."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "src"
     for name in ("fuzz", "reference", "corpus"):
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    built = run("-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"),
+    built = run("-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
                 str(source), timeout=600)
     assert built.returncode == 0, built.stdout + built.stderr
-    [wheel] = (tmp_path / "dist").glob("*.whl")
+    [path] = (tmp / "dist").glob("*.whl")
+    return path
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """The wheel installed into a directory of its own (put on PYTHONPATH: its entry points are then live)."""
+    target = tmp_path_factory.mktemp("site")
+    done = run("-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel), timeout=600)
+    assert done.returncode == 0, done.stderr
+    return target
+
+
+def test_the_wheel_ships_every_package_and_the_corpus(wheel, installed, tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     corpus = sorted(p.name for p in (ROOT / "corpus").glob("*.json"))
     assert corpus and {f"fuzz/corpus_data/{n}" for n in corpus} <= names
     packages = {str(p.parent.relative_to(ROOT)) for d in ("fuzz", "reference") for p in (ROOT / d).rglob("__init__.py")}
     assert {f"{p}/__init__.py" for p in packages} <= names, "a package missing from pyproject's list"
 
-    target = tmp_path / "site"
-    installed = run("-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel), timeout=600)
-    assert installed.returncode == 0, installed.stderr
     probe = ("import importlib.resources, fuzz\nfrom fuzz.run import corpus\n"
              "print(fuzz.__file__)\n"
              "print(sorted(p.name for p in importlib.resources.files('fuzz.corpus_data').iterdir()))\n"
              "print(corpus.default_dir(), len(corpus.load_all()))")
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(target)})
+                          env={**os.environ, "PYTHONPATH": str(installed)})
     assert proc.returncode == 0, proc.stderr
     where, listed, loaded = proc.stdout.splitlines()[-3:]
-    assert where.startswith(str(target))
+    assert where.startswith(str(installed))
     assert eval(listed) == corpus  # noqa: S307 - our own probe's printed list
-    assert loaded == f"{target / 'fuzz' / 'corpus_data'} {len(corpus)}"
+    assert loaded == f"{installed / 'fuzz' / 'corpus_data'} {len(corpus)}"
+
+
+def test_the_wheel_declares_the_pytest_plugin_entry_point(wheel):
+    [entry_points] = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/entry_points.txt")]
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[pytest11]\ngdn_fuzz = fuzz.run.plugin\n" in text, text
+
+
+def test_installed_the_plugin_loads_once_and_runs_the_fuzz_suites(installed, tmp_path):
+    """With the entry point live, fuzz/conftest.py must not register the hooks a second time (pytest refuses the
+    options twice); elsewhere the options are there."""
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    ran = subprocess.run([sys.executable, "-m", "pytest", str(installed / "fuzz" / "test_decode.py"), "-q",
+                          "-p", "no:cacheprovider", "--hypothesis-profile=ci", "-k", "sglang-recurrent",
+                          "--gdn-examples=3"], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert ran.returncode == 0 and ran.stdout.count("gdn-fuzz targets") == 1, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert "sglang-recurrent                   ran (installed, " in ran.stdout
+    helped = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert "--gdn-events=FILE.jsonl" in helped.stdout, helped.stdout[-2000:] + helped.stderr[-2000:]
+
+
+def test_the_plugin_is_dormant_in_a_run_that_collects_nothing_of_ours(tmp_path):
+    """A user's own tests, with its own Hypothesis profile, run as if gdn-fuzz were not installed: the plugin used to
+    refuse the profile (exit 4), and print its targets table in every run."""
+    (tmp_path / "conftest.py").write_text('from hypothesis import settings\n\nsettings.register_profile("theirs")\n')
+    (tmp_path / "test_theirs.py").write_text("def test_theirs():\n    assert True\n")
+    runs = {plugin: subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "_hypothesis_pytestplugin", *plugin, "--hypothesis-profile=theirs",
+         "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})  # the same plugins
+        for plugin in ((), ("-p", "fuzz.run.plugin"))}                                         # installed or not
+    for proc in runs.values():
+        assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    mine = runs["-p", "fuzz.run.plugin"].stdout
+    assert "gdn-fuzz" not in mine and len(mine.splitlines()) == len(runs[()].stdout.splitlines()), mine
 
 
 def test_a_required_family_that_does_not_load_is_a_usage_error(tmp_path):

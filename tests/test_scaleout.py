@@ -264,7 +264,8 @@ def test_the_gpu_is_chosen_before_cuda_is_asked(gpus, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: seen.append(os.environ.get("CUDA_VISIBLE_DEVICES")))
     gpus("gw1", 2)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    config = SimpleNamespace(getoption=lambda name, default=None: "h200" if name == "hypothesis_profile" else default)
+    config = SimpleNamespace(getoption=lambda name, default=None: "h200" if name == "hypothesis_profile" else default,
+                             stash={plugin.OURS: True})  # fuzz/conftest.py woke the plugin
     with pytest.raises(pytest.UsageError, match="sees none"):
         plugin.pytest_configure(config)
     assert seen == ["1"]

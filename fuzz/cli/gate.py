@@ -19,8 +19,8 @@ side draws other cases after its first failure, so fewer of its cases are shared
 change (candidate median / baseline median, each floored at FLOOR) and the coordinates whose ratio grew most.
 
 Writes into --out: summary.md (also --markdown FILE, and appended to $GITHUB_STEP_SUMMARY when set), gate.xml
-(JUnit), report.html, scripts/, and each side's --gdn-report JSON, log, JUnit XML and live failure log. Exit status:
-1 on any new failure, 2 when a side could not be run, else 0.
+(JUnit), report.html, scripts/, and each side's --gdn-report JSON, log, JUnit XML, live failure log and progress
+events (NAME-events.jsonl, fuzz.run.events). Exit status: 1 on any new failure, 2 when a side could not be run, else 0.
 
 An installation is a python executable (a venv's bin/python, or the venv directory itself) or a directory put first
 on PYTHONPATH (`pip install --no-deps --target DIR lib==X`). Both sides run this gdn-fuzz's fuzz suites.
@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fuzz.judge.failures import normalized
-from fuzz.run.campaign import Progress, Watch
+from fuzz.run import events
+from fuzz.run.progress import Progress, Watch, events_file
 from fuzz.run.installation import Installation
 
 SIDES = ("baseline", "candidate")
@@ -83,11 +84,12 @@ class Side:
     def pytest_args(self, out: Path, plan: Plan) -> list[str]:
         # Both sides see the same case stream: a fixed seed, an empty example database of their own, and the masks of
         # every known bug (--gdn-masks=all; the corpus replay tracks those bugs).
+        # -v for the log's reader: the progress comes from the events, whatever verbosity plan.extra asks for
         return ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={plan.profile}", f"--hypothesis-seed={SEED}",
                 "--gdn-masks=all", f"--gdn-db={out / f'{self.name}-examples'}",
                 *([f"--gdn-examples={plan.examples}"] if plan.examples else []),
                 f"--gdn-report={out / f'{self.name}.json'}", f"--junitxml={out / f'{self.name}.xml'}",
-                f"--gdn-live-log={out / f'{self.name}-failures.jsonl'}",
+                f"--gdn-live-log={out / f'{self.name}-failures.jsonl'}", f"--gdn-events={events_file(out, self.name)}",
                 *(["-k", plan.selection] if plan.selection else []),
                 *([f"--gdn-require={','.join(plan.families)}"] if plan.families else []),
                 *(f"--gdn-target={o}" for o in self.overrides), *plan.extra]
@@ -104,19 +106,20 @@ def run_sides(sides: list[Side], out: Path, plan: Plan, parallel: bool) -> None:
     """Run each side's pytest, showing progress; read back each side's report and the tests it ran."""
     watches = [Watch.of(side.name, out) for side in sides]
     for side, watch in zip(sides, watches):  # an earlier gate's
-        for stale in (watch.report, watch.live, out / f"{side.name}.xml"):
+        for stale in (out / f"{side.name}.json", out / f"{side.name}-failures.jsonl", out / f"{side.name}.xml"):
             stale.unlink(missing_ok=True)
+        events.clear(watch.events)
         shutil.rmtree(out / f"{side.name}-examples", ignore_errors=True)
     with Progress(watches) as progress:
         for side, watch in zip(sides, watches):
-            watch.begin(side.where.pytest(side.pytest_args(out, plan), watch.log))
+            watch.begin(side.where.pytest(side.pytest_args(out, plan), out / f"{side.name}.log"))
             if not parallel:
                 progress.until(lambda w=watch: w.exit is not None)
         progress.until(lambda: all(w.exit is not None for w in watches))
     for side, watch in zip(sides, watches):
         side.returncode, side.seconds = watch.exit, watch.elapsed()
-        if side.returncode in (0, 1) and watch.report.exists():  # pytest: 0 all passed, 1 some failed
-            side.report = json.loads(watch.report.read_text())
+        if side.returncode in (0, 1) and (report := out / f"{side.name}.json").exists():  # 0 passed, 1 some failed
+            side.report = json.loads(report.read_text())
             side.ran = ran_tests(out / f"{side.name}.xml") | set(side.report["tests"])
 
 

@@ -5,7 +5,8 @@ campaign hunts. A run cut off while shrinking still reports the smallest case of
 marked "not minimal"; a later campaign given its --out (--resume) finishes those shrinks first. A failure whose
 cause is a TypeError about the call's arguments is flagged ADAPTER ERROR: it is a defect of gdn-fuzz, never a
 finding. While the runs go, a terminal shows a live table of each (elapsed time, tests finished, examples, distinct
-failures, the test running: `Progress`); a log gets one line per finished test.
+failures, the tests in flight: fuzz.run.progress, from each run's --gdn-events); a log gets one line per finished
+test.
 
     gdn-fuzz campaign --profile h200 --test-seconds 60 --workers 2 --out campaign/ \\
         --installation 0.7.4=/tmp/site --installation 0.6.11=/tmp/site-fi0611 flashinfer-
@@ -15,19 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.generate.profiles import PROFILES
-from fuzz.run import installation
+from fuzz.run import events, installation
 from fuzz.run.campaign_tables import Settings, markdown, size
+from fuzz.run.progress import Progress, Watch, events_file
 from fuzz.run.report import load as load_report
 
 
@@ -59,13 +59,17 @@ def selected(family: str, pytest_args: list[str]) -> tuple[str, list[str]]:
 
 def run_job(job: Job, args, watch: Watch | None = None) -> dict:
     report, live = job.out / f"{job.name}.json", job.out / f"{job.name}-failures.jsonl"
+    progress = events_file(job.out, job.name)
     resume = args.resume / live.name if args.resume else None  # the same job's live log in an earlier campaign
     for stale in (report, live, *job.out.glob(f"{report.name}.gw*")):  # an earlier campaign's, in the same --out
         stale.unlink(missing_ok=True)
+    events.clear(progress)
     selection, extra = selected(job.family, args.pytest)
+    # -v for the log's reader: the progress comes from the events, whatever verbosity the extra arguments ask for
     cmd = ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", selection,
            f"--gdn-masks={args.masks}", f"--gdn-test-seconds={args.test_seconds:g}",
            f"--gdn-shrink-seconds={args.shrink_seconds:g}", f"--gdn-report={report}", f"--gdn-live-log={live}",
+           f"--gdn-events={progress}",
            *(["--gdn-workers=auto"] if args.workers == "auto" else [f"-n{args.workers}"] if int(args.workers) > 1
              else []),
            *([f"--gdn-db={job.out / (job.name + '-db')}"] if args.db_per_run else []),
@@ -106,233 +110,6 @@ def unfinished(live: Path, reported: set) -> list[dict]:
             smallest[key] = (case, d)
     return [{"target": t, "kind": k, "case": repr(c), "detail": d["detail"], "key": d["key"], "minimal": False,
              "first_hit_seconds": None, "hits": None, "test": None} for (t, k), (c, d) in sorted(smallest.items())]
-
-
-# ---- progress: what each pytest run is doing, read from the files it writes ---------------------------------------
-
-_OUTCOME = "PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR"
-_COLLECTED = re.compile(r"collected (\d+) items?(?: / \d+ deselected / (\d+) selected)?|\d+ workers? \[(\d+) items?\]")
-# pytest -v: "NODEID OUTCOME [ 50%]" (the node id is written when the test starts, the outcome when it ends);
-# under xdist "NODEID" when scheduled, then "[gw0] [ 50%] OUTCOME NODEID".
-_FINISHED = re.compile(rf"^(\S+::\S+) ({_OUTCOME})\b|\[gw\d+\] \[ *\d+%\] ({_OUTCOME}) (\S+::\S+)")
-_STARTED = re.compile(r"^(\S+::\S+) ?$")
-
-
-class _Tail:
-    """The complete lines a growing file gained since the last read; `partial` holds the unfinished last line."""
-
-    def __init__(self, path: Path):
-        self.path, self.offset, self._rest = path, 0, b""
-
-    def lines(self) -> list[str]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        data = self._rest + data
-        cut = data.rfind(b"\n") + 1
-        self._rest = data[cut:]
-        return data[:cut].decode(errors="replace").splitlines()
-
-    @property
-    def partial(self) -> str:
-        return self._rest.decode(errors="replace")
-
-
-@dataclass
-class Watch:
-    """One pytest run as its files show it: the verbose log (tests collected, running, finished), the --gdn-report
-    JSON rewritten after every test (examples checked, distinct failures; under xdist only at the end) and the
-    --gdn-live-log (failing examples as they happen)."""
-
-    name: str
-    log: Path
-    report: Path
-    live: Path | None = None
-    proc: subprocess.Popen | None = None
-    started: float | None = None
-    ended: float | None = None
-    total: int | None = None
-    outcomes: dict = field(default_factory=dict)  # node id -> outcome, in finishing order
-    running: dict = field(default_factory=dict)  # node ids started, not finished (a dict: ordered)
-    examples: int = 0
-    failures: set = field(default_factory=set)  # distinct failure keys
-    tests: dict = field(default_factory=dict)  # the report's "tests": fuzz tests finished
-    _events: int = 0  # log events seen (starts and ends), to tell whether a test's report had time to follow
-    _pending: list = field(default_factory=list)  # (node id, event number, tests finished) not yet shown
-    _tails: dict = field(default_factory=dict)
-    _report_stamp: float | None = None
-
-    @classmethod
-    def of(cls, name: str, out: Path) -> Watch:
-        """The files a gate side or campaign job writes into `out` as NAME.log, NAME.json, NAME-failures.jsonl."""
-        return cls(name, out / f"{name}.log", out / f"{name}.json", out / f"{name}-failures.jsonl")
-
-    def begin(self, proc: subprocess.Popen) -> None:
-        self.proc, self.started = proc, time.monotonic()
-
-    @property
-    def exit(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
-
-    def elapsed(self) -> float:
-        return 0.0 if self.started is None else (self.ended or time.monotonic()) - self.started
-
-    def poll(self) -> list[tuple[str, str, int]]:
-        """Read what the files gained; return the (node id, outcome, tests finished then) of tests finished since,
-        once the report had the chance to record them (it is rewritten at the test's teardown, after its outcome is
-        logged)."""
-        if self.proc is None:  # not started: its files are an earlier run's, if any
-            return []
-        if self.exit is not None and self.ended is None:
-            self.ended = time.monotonic()
-        self._read_log()
-        current = self._read_report()
-        self._read_live()
-        # a test is shown once the report has it, or once a later log event shows its teardown (which rewrites the
-        # report) is over and the report read back whole (under xdist only the end rewrites it)
-        ready = [p for p in self._pending if p[0] in self.tests or self.ended or (p[1] < self._events and current)]
-        self._pending = [p for p in self._pending if p not in ready]
-        return [(t, self.outcomes[t], done) for t, _, done in ready]
-
-    def _tail(self, path: Path) -> _Tail:
-        return self._tails.setdefault(path, _Tail(path))
-
-    def _read_log(self) -> None:
-        tail = self._tail(self.log)
-        for line in tail.lines():
-            if self.total is None and (m := _COLLECTED.search(line)):
-                self.total = int(m[2] or m[1] or m[3])
-            elif m := _FINISHED.search(line):
-                test, outcome = (m[1], m[2]) if m[1] else (m[4], m[3])
-                self._events += 1
-                if test not in self.outcomes:
-                    self._pending.append((test, self._events, len(self.outcomes) + 1))
-                self.outcomes[test] = outcome if self.outcomes.get(test) != "FAILED" else "FAILED"
-                self.running.pop(test, None)
-            elif m := _STARTED.match(line):
-                self._started(m[1])
-        if m := _STARTED.match(tail.partial):
-            self._started(m[1])
-
-    def _started(self, test: str) -> None:
-        if test not in self.running and test not in self.outcomes:
-            self._events += 1
-            self.running[test] = None
-
-    def _read_report(self) -> bool:
-        """Read the report if it changed; False when it could not be read whole (caught while being rewritten)."""
-        try:
-            stamp = self.report.stat().st_mtime
-        except FileNotFoundError:
-            return True
-        if stamp == self._report_stamp:
-            return True
-        try:
-            data = json.loads(self.report.read_text())
-        except (OSError, json.JSONDecodeError):
-            return False
-        self._report_stamp = stamp
-        self.tests = data.get("tests", {})
-        self.examples = sum(n for t in data.get("targets", {}).values() for n in t.get("examples", {}).values())
-        self.failures |= {(f["target"], f["key"]) for f in data.get("failures", [])}
-        return True
-
-    def _read_live(self) -> None:
-        if self.live is not None:
-            for line in filter(None, self._tail(self.live).lines()):
-                d = json.loads(line)
-                self.failures.add((d["target"], d["key"]))
-
-    @property
-    def failed_tests(self) -> int:
-        return sum(o in ("FAILED", "ERROR", "XPASS") for o in self.outcomes.values())
-
-
-def _clock(seconds: float) -> str:
-    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
-
-
-class Progress:
-    """Live progress of pytest runs (gate sides, campaign jobs): on a terminal a table redrawn in place (rich), with
-    each run's elapsed time, tests finished of collected, examples checked, distinct failures and the test running;
-    otherwise (a CI log, a pipe) one line per finished test."""
-
-    def __init__(self, watches: Iterable[Watch], stream=None):
-        self.watches, self.stream = list(watches), stream or sys.stdout
-        self._live = None
-        if self.stream.isatty():
-            try:
-                from rich.console import Console
-                from rich.live import Live
-            except ImportError:  # without the gate extra: lines, as in a log
-                pass
-            else:
-                self._live = Live(console=Console(file=self.stream), auto_refresh=False, redirect_stderr=False)
-
-    def __enter__(self) -> Progress:
-        if self._live is not None:
-            self._live.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.update()
-        if self._live is not None:
-            self._live.stop()
-
-    def until(self, done: Callable[[], bool], interval: float = 0.5) -> None:
-        while not done():
-            self.update()
-            time.sleep(interval)
-
-    def update(self) -> None:
-        for watch in self.watches:
-            for test, outcome, done in watch.poll():
-                if self._live is None and outcome != "SKIPPED":  # a skip is an unavailable target: no news
-                    print(self.line(watch, test, outcome, done), file=self.stream, flush=True)
-        if self._live is not None:
-            self._live.update(self.table(), refresh=True)
-
-    @staticmethod
-    def line(watch: Watch, test: str, outcome: str, done: int) -> str:
-        """'baseline [3/11 0:42] PASSED fuzz/test_decode.py::test_decode[flashinfer-bf16]: 168 examples'."""
-        info = watch.tests.get(test)
-        found = f": {info['checked']} examples" if info else ""
-        if info and info["failures"]:
-            found += f", {len(info['failures'])} distinct failure{'s' if len(info['failures']) > 1 else ''}"
-        return f"{watch.name} [{done}/{watch.total or '?'} {_clock(watch.elapsed())}] {outcome} {test}{found}"
-
-    def table(self):
-        from rich.markup import escape
-        from rich.table import Table
-
-        table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
-        widths = {"run": max((len(w.name) for w in self.watches), default=0), "tests": 16}  # "━━━━━━━━━━ 12/345"
-        for column in ("run", "elapsed", "tests", "examples", "failures", "failed"):
-            table.add_column(column, justify="left" if column in ("run", "tests") else "right", no_wrap=True,
-                             min_width=max(len(column), widths.get(column, 0)))
-        table.add_column("running", overflow="ellipsis", no_wrap=True, ratio=1)
-        for w in self.watches:
-            if w.started is None:
-                table.add_row(w.name, "-", "waiting", "", "", "", "")
-                continue
-            done, total = len(w.outcomes), w.total
-            bar = _bar(done / total) + " " if total else ""
-            state = f"exit {w.exit}" if w.exit is not None else "[dim]collecting tests[/]" if total is None else \
-                escape(next(iter(w.running), "").rpartition("::")[2]) + (f" (+{len(w.running) - 1})"
-                                                                         if len(w.running) > 1 else "")
-            table.add_row(w.name, _clock(w.elapsed()), f"{bar}{done}/{total or '?'}", str(w.examples),
-                          f"[red]{len(w.failures)}[/]" if w.failures else "0",
-                          f"[red]{w.failed_tests}[/]" if w.failed_tests else "0", state)
-        return table
-
-
-def _bar(fraction: float, width: int = 10) -> str:
-    full = round(max(0.0, min(fraction, 1.0)) * width)
-    return f"[green]{'━' * full}[/][dim]{'━' * (width - full)}[/]"
 
 
 def _check(args, wheres: list[installation.Installation]) -> None:

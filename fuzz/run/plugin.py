@@ -1,6 +1,11 @@
-"""The pytest side of a fuzz run (fuzz/conftest.py imports these hooks): options, the session, target
-parametrization, fuzz tests run in rounds, corpus entries and sanitizer reports for findings, the run summary and
---gdn-report, merged over pytest-xdist workers.
+"""The pytest side of a fuzz run: options, the session, target parametrization, fuzz tests run in rounds, corpus
+entries and sanitizer reports for findings, the run summary and --gdn-report, merged over pytest-xdist workers, and
+the progress events (--gdn-events, fuzz.run.event_hooks).
+
+This module is gdn-fuzz's pytest11 entry point, so pytest loads it wherever gdn-fuzz is installed. It is dormant
+until fuzz/conftest.py wakes it (`wake`): a run that collects none of the fuzz suites gets the --gdn-* options and
+nothing else (no profiles registered, no configure-time checks, no summary, no exit 5, no GPU chosen). Where no
+entry point loaded it (a checkout on PYTHONPATH, PYTEST_DISABLE_PLUGIN_AUTOLOAD), `wake` registers it, once.
 
 Bad input is refused at configure time with one line and pytest's usage-error exit (4): an unknown profile, a GPU
 profile without a GPU, an override module that does not import, an unknown family, an unknown mask policy, a count
@@ -12,23 +17,57 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from fuzz.generate.profiles import PROFILES, TIME_BOXES, budget_for, database, register_profiles
 from fuzz.run import kernel_cache
+from fuzz.run.events import EventLog, path_for
 from fuzz.run.report import RunReport, merge_parts
 from fuzz.run.session import FuzzSession, Options, resumable
 from fuzz.run.worker import DEFAULT_TIMEOUT
 from fuzz.targets.known_bugs import MASK_POLICIES
 
-register_profiles()
-ACTIVE: FuzzSession | None = None  # this process's session (fuzz.run.session.active_session)
+# The session the fuzz test bodies reach (fuzz.run.session.active_session): they take no pytest fixture, so that
+# HypoFuzz can run them outside pytest's hooks. The hooks themselves read the session from config.stash.
+ACTIVE: FuzzSession | None = None
 NOTHING_RAN = 5  # pytest's "no tests collected" status: fuzz tests were selected, none checked an example
-worker_fuzz_tests = 0  # xdist controller: fuzz tests its workers collected (each worker's sessionfinish says)
-merged_workers: set[str] = set()  # xdist controller: the workers whose final report pytest_testnodedown merged
+OURS = pytest.StashKey[bool]()  # fuzz/conftest.py woke the plugin: the fuzz suites are in this run
+SESSION = pytest.StashKey[FuzzSession]()
+
+
+@dataclass
+class Workers:
+    """What an xdist controller learns from its workers as each one goes down."""
+
+    fuzz_tests: int = 0  # fuzz tests they collected (each worker's sessionfinish says)
+    merged: set[str] = field(default_factory=set)  # the workers whose final report pytest_testnodedown merged
+
+
+WORKERS = pytest.StashKey[Workers]()
+
+
+def wake(pluginmanager) -> None:
+    """fuzz/conftest.py's call as it loads (its pytest_addoption, before the command line is acted on): register
+    this module where no entry point did (pluggy refuses a module registered twice), register the gdn-fuzz Hypothesis
+    profiles, and mark the run as ours."""
+    module = sys.modules[__name__]
+    if not pluginmanager.is_registered(module):
+        pluginmanager.register(module, "gdn_fuzz")
+    register_profiles()
+    pluginmanager.get_plugin("pytestconfig").stash[OURS] = True
+
+
+def _ours(config) -> bool:
+    return config.stash.get(OURS, False)
+
+
+def _session(config) -> FuzzSession | None:
+    return config.stash.get(SESSION, None)
 
 
 def pytest_addoption(parser):
@@ -84,13 +123,17 @@ def pytest_addoption(parser):
              "-n auto picks the same on a GPU profile")
     add("--gdn-sanitize", action="store_true", default=False,
         help="re-run each shrunk KernelCrash / GuardBreach under compute-sanitizer memcheck and attach its report")
+    add("--gdn-events", default=None, metavar="FILE.jsonl",
+        help="append progress events to FILE, one JSON line each (fuzz.run.events): tests selected, each test's "
+             "start, its examples about once a second, its finish; an xdist worker writes FILE.gwN")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """--gdn-workers: set pytest-xdist's worker count before xdist reads it (this conftest's hook runs before
     xdist's: pluggy calls the later-registered first)."""
-    if (value := config.getoption("gdn_workers", None)) is None or hasattr(config, "workerinput"):
+    if not _ours(config) or (value := config.getoption("gdn_workers", None)) is None or \
+            hasattr(config, "workerinput"):
         return  # (an xdist worker gets the controller's options: it runs no workers of its own)
     if not config.pluginmanager.hasplugin("xdist"):
         raise pytest.UsageError(f"--gdn-workers={value}: needs pytest-xdist (pip install pytest-xdist)")
@@ -104,7 +147,7 @@ def pytest_cmdline_main(config):
 def pytest_xdist_auto_num_workers(config):
     """-n auto on a GPU profile: the gdn-fuzz count (fuzz.run.workers); on a CPU profile, xdist's own."""
     profile = config.getoption("hypothesis_profile", None) or "dev"
-    if profile not in PROFILES or budget_for(profile).device == "cpu":
+    if not _ours(config) or profile not in PROFILES or budget_for(profile).device == "cpu":
         return None
     try:
         return _workers(config, "auto")
@@ -120,6 +163,8 @@ def _workers(config, value: str) -> int:
 
 def pytest_configure(config):
     global ACTIVE
+    if not _ours(config):
+        return
     profile = config.getoption("hypothesis_profile", None) or "dev"
     if profile not in PROFILES:
         raise pytest.UsageError(f"--hypothesis-profile={profile}: not a gdn-fuzz profile; expected one of "
@@ -187,11 +232,27 @@ def pytest_configure(config):
                       live_log=Path(p) if (p := config.getoption("gdn_live_log")) else None,
                       seed=_int_or_none(config.getoption("hypothesis_seed", None)),
                       resume=Path(p) if (p := config.getoption("gdn_resume")) else None, kernel_cache=cache)
-    ACTIVE = FuzzSession(profile, budget, options)
+    ACTIVE = config.stash[SESSION] = FuzzSession(profile, budget, options)
+    config.stash[WORKERS] = Workers()
+    config.pluginmanager.register(FailedTests(ACTIVE), "gdn_fuzz_failed_tests")
     ACTIVE.report.time_box = (
         f"time box: {given:g} s per fuzz test (--gdn-test-seconds), then up to {options.shrink_seconds:g} s to shrink "
         "what its last round found" if given else f"time bound: {options.bound_seconds:g} s per fuzz test, shrinking "
         f"included (the {profile} profile's; --gdn-test-seconds sets a time box)")
+
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    """--gdn-events: written by the process that runs the tests (not an xdist controller: its workers do)."""
+    fuzz, config = _session(session.config), session.config
+    if fuzz is None or not (path := config.getoption("gdn_events")) or config.pluginmanager.has_plugin("dsession"):
+        return
+    from fuzz.run.event_hooks import TestEvents
+
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    fuzz.events = EventLog(path_for(Path(path), worker))
+    config.pluginmanager.register(TestEvents(config, fuzz), "gdn_fuzz_events")
 
 
 # Numeric options: (the least value, whether it is allowed).
@@ -209,7 +270,7 @@ def _check_numbers(config) -> None:
 
 def _check_paths(config) -> None:
     """Files the run writes as it goes: their directories must exist before the first example, not after it."""
-    for name in ("gdn_report", "gdn_live_log"):
+    for name in ("gdn_report", "gdn_live_log", "gdn_events"):
         if (path := config.getoption(name)) and not Path(path).resolve().parent.is_dir():
             raise pytest.UsageError(f"--{name.replace('_', '-')}={path}: no directory {Path(path).parent} to write "
                                     "it in")
@@ -271,7 +332,8 @@ def pytest_generate_tests(metafunc):
     spec = getattr(metafunc.function, "gdn", None)
     op = spec.op if spec else None
     serving = getattr(metafunc.function, "gdn_serving", False)  # fuzz.run.serving: every op of a target, one pool
-    if (op is None and not serving) or "target" not in metafunc.fixturenames:
+    if (op is None and not serving) or "target" not in metafunc.fixturenames or \
+            (session := _session(metafunc.config)) is None:
         return
     from fuzz.targets.registry import TARGETS, targets_for
 
@@ -280,12 +342,12 @@ def pytest_generate_tests(metafunc):
     for target in TARGETS if serving else targets_for(op):
         if large and not target.support.pool:
             continue  # no pool, no slot offsets to overflow
-        reason = ACTIVE.reason_unavailable(target)
-        masks = [] if reason else [ACTIVE.masked_reason(target, o)
+        reason = session.reason_unavailable(target)
+        masks = [] if reason else [session.masked_reason(target, o)
                                    for o in (sorted(target.support.ops) if serving else [op])]
         masked = bool(masks) and all(masks) and "; ".join(masks)  # serving: unavailable once every op is masked
         if large and not reason:
-            reason = ACTIVE.large_unavailable(target, op)
+            reason = session.large_unavailable(target, op)
         marks = []
         if reason:
             marks.append(pytest.mark.skip(reason=f"{target.name} unavailable: {reason}"))
@@ -300,24 +362,23 @@ def pytest_generate_tests(metafunc):
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
     """A fuzz test runs in rounds (fuzz.run.session); its distinct failures fail it with one line each."""
-    fn = pyfuncitem.obj
-    if getattr(fn, "gdn", None) is None:
+    fn, config = pyfuncitem.obj, pyfuncitem.config
+    if getattr(fn, "gdn", None) is None or (session := _session(config)) is None:
         return None
     target = pyfuncitem.callspec.params["target"]  # an available one: pytest_generate_tests skips the others
-    found = ACTIVE.run_test(pyfuncitem.nodeid, target, fn.gdn.op, fn)
+    found = session.run_test(pyfuncitem.nodeid, target, fn.gdn.op, fn)
     if not found:
         return True
-    config = pyfuncitem.config
     if config.getoption("gdn_sanitize"):
         from fuzz.run.sanitize import sanitize_records
 
-        sanitize_records(target, found, target.device(ACTIVE.budget.device))
+        sanitize_records(target, found, target.device(session.budget.device))
     if directory := config.getoption("gdn_corpus_out"):
         from fuzz.run.corpus import save_failure
 
         for record in found:
-            record.corpus = str(save_failure(Path(directory), target, record.failure, ACTIVE.report.environment))
-            ACTIVE.new_corpus.append(record.corpus)
+            record.corpus = str(save_failure(Path(directory), target, record.failure, session.report.environment))
+            session.new_corpus.append(record.corpus)
     first = found[0].failure  # the FAILED line of pytest's short summary shows this one
     lines = [f"{first.kind}: {first.message.splitlines()[0][:400]}",
              f"{len(found)} distinct failure(s) of {target.name} {fn.gdn.op} (shrunk; kind x bucket x cause):"]
@@ -328,12 +389,19 @@ def pytest_pyfunc_call(pyfuncitem):
     pytest.fail("\n".join(lines), pytrace=False)
 
 
-def pytest_runtest_logreport(report):
-    """Failed tests that are not fuzz findings (corpus replays, strict xfails that passed, errors) go into the run
-    report's errors, so the gate and the campaign see them."""
-    if ACTIVE is not None and report.failed:
-        ACTIVE.report.errors.append({"test": report.nodeid, "when": report.when,
-                                     "message": str(getattr(report.longrepr, "reprcrash", report.longrepr))[:2000]})
+@dataclass(frozen=True)
+class FailedTests:
+    """Failed tests that are not fuzz findings (corpus replays, strict xfails that passed, errors, a crashed xdist
+    worker's test) go into the run report's errors, so the gate and the campaign see them. Registered as a plugin
+    beside the session: pytest_runtest_logreport is given no config to find it."""
+
+    session: FuzzSession
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.session.report.errors.append(
+                {"test": report.nodeid, "when": report.when,
+                 "message": str(getattr(report.longrepr, "reprcrash", report.longrepr))[:2000]})
 
 
 def pytest_runtest_teardown(item):
@@ -341,9 +409,9 @@ def pytest_runtest_teardown(item):
     found. An xdist worker writes its own part beside it (REPORT.gwN), which the controller's merged report replaces
     at the end and fuzz.run.report.load merges when a killed run left no merged report."""
     path = item.config.getoption("gdn_report")
-    if path and ACTIVE is not None:
+    if path and (session := _session(item.config)) is not None:
         worker = getattr(item.config, "workerinput", {}).get("workerid")
-        _complete(ACTIVE).write(f"{path}.{worker}" if worker else path)
+        _complete(session).write(f"{path}.{worker}" if worker else path)
 
 
 def _complete(session: FuzzSession) -> RunReport:
@@ -365,68 +433,64 @@ def _complete(session: FuzzSession) -> RunReport:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if ACTIVE is None:
-        return
     config = session.config
-    report = _complete(ACTIVE)
+    if (fuzz := _session(config)) is None:
+        return
+    report = _complete(fuzz)
     fuzz_tests = sum(getattr(getattr(i, "obj", None), "gdn", None) is not None for i in session.items)
     if hasattr(config, "workerinput"):  # an xdist worker: the controller merges and reports
         config.workeroutput["gdn_report"] = json.dumps(report.to_json())
         config.workeroutput["gdn_fuzz_tests"] = fuzz_tests
         return
     path = config.getoption("gdn_report")
+    workers = config.stash[WORKERS]
     # a worker that died or sent nothing back: its last per-test part stands in for its final report
-    found = merge_parts(report, path, skip=merged_workers, errors=False) if path else {}
-    if ACTIVE.budget.plan_size and ACTIVE.options.kernel_cache:  # a GPU profile: was its plan compiled ahead?
+    found = merge_parts(report, path, skip=workers.merged, errors=False) if path else {}
+    if fuzz.budget.plan_size and fuzz.options.kernel_cache:  # a GPU profile: was its plan compiled ahead?
         from fuzz.run.warm import status
 
         ran = defaultdict(set)
         for target, op in report.examples:
             ran[target].add(op)
-        report.warm = status(ran, ACTIVE.options.kernel_cache.directories.values(), ACTIVE.profile, ACTIVE.budget,
-                             ACTIVE.options.masks)
+        report.warm = status(ran, fuzz.options.kernel_cache.directories.values(), fuzz.profile, fuzz.budget,
+                             fuzz.options.masks)
     if path:
         report.write(path)
         for part in found.values():
             part.unlink()
-    fuzz_tests += worker_fuzz_tests  # under xdist the controller collects nothing itself
+    fuzz_tests += workers.fuzz_tests  # under xdist the controller collects nothing itself
     if exitstatus == 0 and not config.option.collectonly and (fuzz_tests or report.tests) and not report.examples:
-        ACTIVE.nothing_ran = True
+        fuzz.nothing_ran = True
         session.exitstatus = NOTHING_RAN
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """xdist controller: merge each worker's report."""
-    global worker_fuzz_tests
-    output = getattr(node, "workeroutput", {})
-    worker_fuzz_tests += output.get("gdn_fuzz_tests", 0)
-    if (data := output.get("gdn_report")) and ACTIVE is not None:
+    if (fuzz := _session(node.config)) is None:
+        return
+    output, workers = getattr(node, "workeroutput", {}), node.config.stash[WORKERS]
+    workers.fuzz_tests += output.get("gdn_fuzz_tests", 0)
+    if data := output.get("gdn_report"):
         worker = RunReport.from_json(json.loads(data))
         worker.errors = []  # the controller's pytest_runtest_logreport saw the same failed reports (and crashes)
-        ACTIVE.report.merge(worker)
-        merged_workers.add(node.gateway.id)
+        fuzz.report.merge(worker)
+        workers.merged.add(node.gateway.id)
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    if ACTIVE is None or hasattr(config, "workerinput"):
+    if (fuzz := _session(config)) is None or hasattr(config, "workerinput"):
         return
-    report = ACTIVE.report
+    report = fuzz.report
     terminalreporter.section("gdn-fuzz targets")
     for line in report.summary_lines():
         terminalreporter.write_line(line)
-    for entry in ACTIVE.corpus_elsewhere:
+    for entry in fuzz.corpus_elsewhere:
         terminalreporter.write_line(f"  corpus entry not replayed: {entry}")
-    for path in ACTIVE.new_corpus:
+    for path in fuzz.new_corpus:
         terminalreporter.write_line(f"  new corpus entry: {path}")
-    if ACTIVE.nothing_ran:
+    if fuzz.nothing_ran:
         why = ("each one stopped before its first example (time box?)" if report.tests else
                "every selected target is unavailable or masked, see above")
         terminalreporter.write_line(f"gdn-fuzz: fuzz tests were selected but no example ran ({why}): exit status 5",
                                     red=True)
-
-
-__all__ = ["pytest_addoption", "pytest_cmdline_main", "pytest_configure", "pytest_xdist_auto_num_workers",
-           "pytest_generate_tests", "pytest_pyfunc_call",
-           "pytest_runtest_logreport", "pytest_runtest_teardown", "pytest_sessionfinish", "pytest_testnodedown",
-           "pytest_terminal_summary"]

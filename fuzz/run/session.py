@@ -36,6 +36,7 @@ from fuzz.case import Case
 from fuzz.generate.profiles import Budget, sized
 from fuzz.generate.strategies import cases, large_buckets
 from fuzz.run.campaign_tables import size
+from fuzz.run.events import EventLog
 from fuzz.run.harness import check
 from fuzz.run.kernel_cache import KernelCache
 from fuzz.run.reduce import reduce
@@ -130,6 +131,7 @@ class FuzzSession:
         self.new_corpus: list[str] = []
         self.corpus_elsewhere: list[str] = []
         self.nothing_ran = False  # fuzz tests were selected, no example was checked
+        self.events: EventLog | None = None  # --gdn-events, in the process that runs the tests
         self._cache: OrderedDict = OrderedDict()
         self._test: TestRun | None = None
 
@@ -193,6 +195,8 @@ class FuzzSession:
                 k = result.failure.key
                 test.first_hits.setdefault(k, (now - test.started, test.checked))
                 test.hits[k] = test.hits.get(k, 0) + 1
+            if self.events is not None:
+                self.events.count(test.nodeid, test.checked, len(test.hits))
         if result.failure is not None:
             self._log(target, result.failure)
         return result

@@ -1,0 +1,145 @@
+"""Progress of the pytest runs gdn-fuzz starts: the plugin's event files (--gdn-events, fuzz.run.events) from a real
+CPU fuzz run, plain and under pytest-xdist; the campaign's progress with -q among the user's pytest arguments; the
+live table and the running line at 80 columns (fuzz.run.progress), from events written by hand."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from fuzz.run import campaign, events, progress
+from fuzz.run.events import Event, EventLog
+from fuzz.run.progress import Progress, Watch
+
+ROOT = Path(__file__).resolve().parent.parent
+DECODE = "fuzz/test_decode.py::test_decode"
+
+
+def fuzz_run(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "fuzz/test_decode.py", "--hypothesis-profile=ci", "-q",
+                           "-p", "no:cacheprovider", "--gdn-examples=3", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def read(base: Path) -> dict[str, list[Event]]:
+    """File name -> its events, each line read back through Event.from_json."""
+    return {p.name: [Event.from_json(json.loads(line)) for line in p.read_text().splitlines()]
+            for p in events.files(base)}
+
+
+def test_an_event_file_records_the_start_counts_and_finish_of_a_fuzz_run(tmp_path):
+    base = tmp_path / "run-events.jsonl"
+    proc = fuzz_run("-k", "sglang-recurrent", f"--gdn-events={base}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [(name, written)] = read(base).items()
+    assert name == base.name
+    session, start, *counts, finish = written
+    test = f"{DECODE}[sglang-recurrent]"
+    assert (session.kind, session.tests) == ("session", 1)
+    assert (start.kind, start.test, start.target, start.op) == ("start", test, "sglang-recurrent", "decode")
+    assert counts and all(c.kind == "count" and c.test == test and 1 <= c.examples <= 3 for c in counts)
+    assert all(b.at - a.at >= 0.9 for a, b in zip(counts, counts[1:])), counts  # about one a second, at most
+    assert (finish.kind, finish.test, finish.outcome, finish.examples, finish.failures, finish.stop) == \
+        ("finish", test, "PASSED", 3, 0, "done")
+    assert finish.seconds > 0
+
+
+def test_each_xdist_worker_writes_its_own_event_file(tmp_path):
+    base = tmp_path / "run-events.jsonl"
+    proc = fuzz_run("-n", "2", "-k", "sglang-recurrent or sglang-packed", f"--gdn-events={base}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    written = read(base)
+    assert written and all(re.fullmatch(r"run-events\.jsonl\.gw[01]", name) for name in written), written  # not
+    finished = {e.test: e for es in written.values() for e in es if e.kind == "finish"}  # the controller's own
+    assert set(finished) == {f"{DECODE}[sglang-recurrent]", f"{DECODE}[sglang-packed]"}
+    assert all(e.outcome == "PASSED" and e.examples == 3 for e in finished.values())
+    assert all(es[0].kind == "session" and es[0].tests == 2 for es in written.values())
+
+
+def test_campaign_progress_survives_q_among_the_pytest_arguments(tmp_path, capsys):
+    """The progress lines used to be parsed from pytest -v output: a -q from the user silenced them."""
+    out = tmp_path / "campaign"
+    code = campaign.main(["sglang-recurrent", "--profile", "ci", "--test-seconds", "60", "--masks", "release",
+                          "--out", str(out), "--pytest", "-q", "-k", "test_decode", "--gdn-examples=3"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    line = rf"^installed-sglang-recurrent \[1/1 \d:\d\d\] PASSED {re.escape(DECODE)}\[sglang-recurrent\]: 3 examples$"
+    assert re.search(line, printed, re.M), printed
+
+
+# ---- the display, from events written by hand --------------------------------------------------------------------
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.fixture
+def running():
+    """A process that runs until the test ends: what a Watch watches."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+LONG = f"{DECODE}[flashinfer-pretranspose-fp32-bf16state-strided-pool-int64-shard12]"
+
+
+def write(log: EventLog, kind: str, at: float, **fields) -> None:
+    log.write(Event(kind, at, **fields))
+
+
+def test_the_live_table_fits_80_columns_and_names_the_test_in_flight(tmp_path, running):
+    watch = Watch.of("candidate", tmp_path)
+    log = EventLog(watch.events)
+    write(log, "session", 0.0, tests=11)  # an earlier run's, before the run began: not read
+    assert watch.poll() == [] and watch.total is None
+    watch.begin(running)
+    write(log, "start", 100.0, test=f"{DECODE}[sglang-recurrent]", target="sglang-recurrent", op="decode")
+    write(log, "finish", 101.0, test=f"{DECODE}[sglang-recurrent]", outcome="PASSED", examples=7, stop="done")
+    write(log, "start", 102.0, test=LONG, target="flashinfer-pretranspose-fp32", op="decode")
+    write(log, "count", 112.0, test=LONG, examples=120, failures=1)
+    worker = EventLog(events.path_for(watch.events, "gw1"))  # an xdist worker's file
+    write(worker, "start", 103.0, test=f"{DECODE}[fla-recurrent]", target="fla-recurrent", op="decode")
+    [(finished, done)] = watch.poll()
+    assert (finished.test, done, watch.total, watch.examples, watch.failures) == (f"{DECODE}[sglang-recurrent]", 1,
+                                                                                  11, 127, 1)
+    shown = Terminal()
+    with Progress([Watch.of("baseline", tmp_path / "none"), watch], shown) as live:
+        screen = io.StringIO()
+        Console(file=screen, width=80).print(live.table(80))
+    lines = screen.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80, lines
+    [flight] = [ln for ln in lines if "test_decode[flashinfer-" in ln]
+    assert flight.startswith("candidate: test_decode[flashinfer-") and "…" in flight and flight.endswith(
+        "shard12]: 120 examples, 12.0/s"), flight  # the function and both ends of the parameter id
+    assert any(ln.startswith("candidate: test_decode[fla-recurrent]: 0 examples") for ln in lines), lines
+    assert any("waiting" in ln for ln in lines) and "\x1b[" in shown.getvalue()  # redrawn in place
+
+
+def test_without_a_terminal_a_running_test_gets_a_line_of_its_own(tmp_path, running, monkeypatch):
+    """Nothing used to be printed while a test ran: only its finish."""
+    watch = Watch.of("baseline", tmp_path)
+    log = EventLog(watch.events)
+    watch.begin(running)
+    write(log, "session", 100.0, tests=3)
+    write(log, "start", 100.0, test=LONG, target="flashinfer-pretranspose-fp32", op="decode")
+    write(log, "count", 104.0, test=LONG, examples=10)
+    monkeypatch.setattr(progress, "PLAIN_EVERY", 0.0)
+    stream = io.StringIO()
+    Progress([watch], stream).update()
+    [line] = stream.getvalue().splitlines()
+    assert len(line) <= 80 and re.fullmatch(r"baseline \[0/3 0:00\] running test_decode\[flashinf\S*…\S*shard12\]: "
+                                            r"10 examples, 2\.5/s", line), line
+    write(log, "finish", 105.0, test=LONG, outcome="FAILED", examples=12, failures=2, stop="time box")
+    stream.truncate(0)
+    stream.seek(0)
+    Progress([watch], stream).update()
+    assert stream.getvalue() == f"baseline [1/3 0:00] FAILED {LONG}: 12 examples, 2 distinct failures\n"
