@@ -2,7 +2,8 @@
 from reference.batched import SparseResult, batched_decode, batched_prefill, batched_verify, to_pool_result
 from reference.contracts import EXACT, PadContract, Precision
 from reference.ops import PoolResult, commit, decode, mtp_verify, prefill
-from reference.recurrence import LogGates, RawGates, gate_values, l2normalize, run_sequence, softplus
+from reference.gates import LogGates, RawGates
+from reference.recurrence import gate_values, l2normalize, run_sequence, softplus
 
 __all__ = [
     "EXACT", "PadContract", "Precision", "PoolResult", "commit", "decode", "mtp_verify", "prefill",

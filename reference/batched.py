@@ -20,10 +20,10 @@ Shapes (B requests, T tokens each, H qk heads, HV value heads, P pool slots), as
 Prefill packs tokens instead: q, k [N_tok, H, K], v [N_tok, HV, V], gates [N_tok, HV], cu_seqlens [N + 1].
 
 Contracts (PadContract, Precision, split write slots, token_slots, intermediate rows, disable_state_update, the
-caller's output buffer) mean exactly what they mean in reference.ops; arguments are validated by the same checks,
-with the same messages. Where several requests write one pool slot (padded rows redirected to slot 0, repeated
-slots) or one intermediate row, the last request wins, as in the sequential loop; for token_slots the order is
-(request, step).
+caller's output buffer) mean exactly what they mean in reference.ops; arguments are validated by the same functions
+(reference.checks, called in the same order), with the same messages. Where several requests write one pool slot
+(padded rows redirected to slot 0, repeated slots) or one intermediate row, the last request wins, as in the
+sequential loop; for token_slots the order is (request, step).
 
 What differs is what comes back. The pool is never cloned or converted: only the slots the contract reads are
 gathered, and the result is sparse (`SparseResult`: the output, the written slots with their new states, the
@@ -57,10 +57,12 @@ from dataclasses import dataclass
 
 import torch
 
-from reference.checks import expect_index, expect_shape
+from reference.checks import (intermediate_inputs, offsets, one_token, packed_inputs, pool_inputs,
+                              verify_inputs)
 from reference.contracts import EXACT, SKIP_PADDING, PadContract, Precision
-from reference.ops import Layout, PoolResult, _gates, _one_token, _prefill_inputs, _verify_inputs
-from reference.recurrence import Gates, l2normalize
+from reference.gates import Gates
+from reference.ops import Layout, PoolResult
+from reference.recurrence import gate_values, l2normalize
 
 
 @dataclass(frozen=True)
@@ -104,19 +106,22 @@ def to_pool_result(result: SparseResult, pool: torch.Tensor, intermediate: torch
     return PoolResult(result.output, new_pool, new_inter, result.written_slots, result.written_rows)
 
 
-def batched_decode(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, scale=None, use_l2norm=True,
-                   layout: Layout = "vk", pad: PadContract = SKIP_PADDING, precision: Precision = EXACT,
-                   output=None) -> SparseResult:
+def batched_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, pool: torch.Tensor,
+                   read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None, scale: float | None = None,
+                   use_l2norm: bool = True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
+                   precision: Precision = EXACT, output: torch.Tensor | None = None) -> SparseResult:
     """reference.ops.decode, batched: one token per request (T = 1), state written back to the pool."""
-    _one_token(q)
+    one_token(q)
     return batched_verify(q, k, v, gates, pool, read_slots, write_slots=write_slots, scale=scale,
                           use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision, output=output)
 
 
-def batched_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, scale=None, use_l2norm=True,
-                   layout: Layout = "vk", pad: PadContract = SKIP_PADDING, precision: Precision = EXACT,
-                   disable_state_update=False, intermediate=None, intermediate_rows=None, token_slots=None,
-                   output=None) -> SparseResult:
+def batched_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, pool: torch.Tensor,
+                   read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None, scale: float | None = None,
+                   use_l2norm: bool = True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
+                   precision: Precision = EXACT, disable_state_update: bool = False,
+                   intermediate: torch.Tensor | None = None, intermediate_rows: torch.Tensor | None = None,
+                   token_slots: torch.Tensor | None = None, output: torch.Tensor | None = None) -> SparseResult:
     """reference.ops.mtp_verify, batched: T tokens per request (shapes in the module doc).
 
     intermediate [R, steps, HV, ...]: the state after step t of request n goes to row intermediate_rows[n]
@@ -125,8 +130,8 @@ def batched_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None,
     token_slots [B, T]: per-token scatter, pool[token_slots[n, t]] = state after t; no final write-back then.
     output [B, T, HV, V]: what the caller's output buffer held (kept for rows the contract skips).
     """
-    B, T, HV, V, flat = _verify_inputs(q, k, v, token_slots, disable_state_update)
-    g, beta = _gates(gates, (B, T, HV), "[B, T, HV]", precision)
+    B, T, HV, V, flat = verify_inputs(q, k, v, gates, token_slots, disable_state_update)
+    g, beta = gate_values(gates, precision)
     out = _serve(flat(q), flat(k), flat(v), flat(g), flat(beta), [T] * B, pool, read_slots, write_slots,
                  scale=scale, use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision,
                  write_back=not disable_state_update and token_slots is None, intermediate=intermediate,
@@ -135,13 +140,17 @@ def batched_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None,
     return dataclasses.replace(out, output=out.output.reshape(B, T, HV, V))
 
 
-def batched_prefill(q, k, v, gates: Gates, cu_seqlens, pool, read_slots, *, write_slots=None, scale=None,
-                    use_l2norm=True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
-                    precision: Precision = EXACT) -> SparseResult:
-    """reference.ops.prefill, batched: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs,
-    starting from pool[read_slots[n]] and written back to pool[write_slots[n]] (default the same). An empty
-    sequence reads, writes and stores nothing. cu_seqlens is read on the host once."""
-    g, beta, cu = _prefill_inputs(q, k, v, gates, cu_seqlens, precision)
+def batched_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, cu_seqlens: torch.Tensor,
+                    pool: torch.Tensor, read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None,
+                    scale: float | None = None, use_l2norm: bool = True, layout: Layout = "vk",
+                    pad: PadContract = SKIP_PADDING, precision: Precision = EXACT) -> SparseResult:
+    """reference.ops.prefill, batched: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs
+    (q, k [N_tok, H, K], v [N_tok, HV, V], gates [N_tok, HV], cu_seqlens [N + 1]), starting from pool[read_slots[n]]
+    and written back to pool[write_slots[n]] (default the same). An empty sequence reads, writes and stores nothing.
+    cu_seqlens is read on the host once."""
+    N_tok = packed_inputs(q, k, v, gates)
+    g, beta = gate_values(gates, precision)
+    cu = offsets(cu_seqlens, N_tok)
     return _serve(q, k, v, g, beta, [b - a for a, b in zip(cu, cu[1:])], pool, read_slots, write_slots,
                   scale=scale, use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision, write_back=True)
 
@@ -149,73 +158,135 @@ def batched_prefill(q, k, v, gates: Gates, cu_seqlens, pool, read_slots, *, writ
 def _serve(q, k, v, g, beta, lengths, pool, read_slots, write_slots, *, scale, use_l2norm, layout, pad,
            precision, write_back, intermediate=None, intermediate_rows=None, token_slots=None, output=None):
     """reference.ops._serve over the whole batch. `lengths` (host ints) are the sequence lengths of the packed
-    tokens; intermediate and token_slots come only with equal lengths (verify)."""
-    N = len(lengths)
-    N_tok, H, K = q.shape
-    HV, V = v.shape[1:]
-    state_shape = (HV, V, K) if layout == "vk" else (HV, K, V)
-    what = "[P, HV, V, K]" if layout == "vk" else "[P, HV, K, V]"
-    if layout not in ("vk", "kv"):
-        raise ValueError(f"layout: expected 'vk' or 'kv', got {layout!r}")
-    expect_shape("pool", pool, (None,) + state_shape, what)
-    expect_index("read_slots", read_slots, (N,), "[B]")
-    if write_slots is not None:
-        expect_index("write_slots", write_slots, (N,), "[B]")
+    tokens; intermediate and token_slots come only with equal lengths (verify). The steps, as the module doc tells
+    them:
+
+    1. the pool, slot maps and intermediate buffer checked (reference.checks, as reference.ops does);
+    2. `_Requests`: what the contract does with each request's read slot;
+    3. `_Schedule`: the requests longest first, so that those still running at step t are a prefix;
+    4. `_initial_states`: the slots the requests read, gathered (nothing else of the pool is read);
+    5. `_loop`: the loop over time on the inputs as run_sequence sees them (`_inputs`);
+    6. `_output`: the rows of skipped requests zeroed or kept, the output's rounding;
+    7. `_pool_writes`, `_row_writes`: the last write to each pool slot and intermediate row.
+    """
+    N, (H, K), (HV, V) = len(lengths), q.shape[1:], v.shape[1:]
+    state_shape = pool_inputs(pool, read_slots, write_slots, layout=layout, N=N, HV=HV, V=V, K=K)
     T = max(lengths, default=0)
-    if intermediate is not None:
-        expect_shape("intermediate", intermediate, (None, None) + state_shape, "[R, steps, " + what[4:])
-        if intermediate.shape[1] < T:
-            raise ValueError(f"intermediate: expected [R, steps >= T = {T}, ...], got steps = {intermediate.shape[1]}")
-        intermediate_rows = torch.arange(N) if intermediate_rows is None else intermediate_rows
-        expect_index("intermediate_rows", intermediate_rows, (N,), "[B]")
-        if N and int(intermediate_rows.max()) >= intermediate.shape[0]:
-            raise ValueError("intermediate: expected R > every intermediate_rows entry, "
-                             f"got R = {intermediate.shape[0]}")
-    uniform = all(n == T for n in lengths)  # verify
-    if not uniform and (intermediate is not None or token_slots is not None):
+    intermediate_rows = intermediate_inputs(intermediate, intermediate_rows, state_shape, layout=layout, N=N, T=T)
+    if len(set(lengths)) > 1 and (intermediate is not None or token_slots is not None):
         raise ValueError("lengths: intermediate states and token_slots need equal sequence lengths (verify)")
 
-    dev, c = pool.device, precision.compute
-    P = precision.round_product  # the identity unless a tensor-core kernel is modelled
-    scale = K ** -0.5 if scale is None else scale
+    dev = pool.device
     to_vk = (lambda s: s) if layout == "vk" else (lambda s: s.transpose(-1, -2))
-    group = HV // H
-    index = lambda x: x.to(device=dev, dtype=torch.long)  # noqa: E731
+    requests = _Requests.of(read_slots, pad, dev)
+    schedule = _Schedule.of(lengths, dev)
+    S = _initial_states(pool, schedule.by_length(requests.source), schedule.by_length(requests.reads), to_vk,
+                        precision.compute, pad.read == "slot0")  # [N, HV, V, K] in the compute dtype, loop order
+    inter_buf = None if intermediate is None else torch.empty(
+        (N, T) + state_shape, dtype=intermediate.dtype, device=dev)
+    token_buf = None if token_slots is None else torch.empty((N, T) + state_shape, dtype=pool.dtype, device=dev)
+    out = _loop(S, *_inputs(q, k, v, H, scale, use_l2norm, precision), g, beta, schedule, precision, pool.dtype,
+                [buf for buf in (inter_buf, token_buf) if buf is not None], to_vk)
+    out = _output(out, requests.skip, schedule.lens, pad, precision, output)
+    slots, states = _pool_writes(schedule.batch_order(S), requests, schedule.lens, pad, pool, to_vk, state_shape,
+                                 write_back=write_back, write_slots=write_slots, token_slots=token_slots,
+                                 token_buf=token_buf)
+    rows, row_states = _row_writes(intermediate_rows, inter_buf, requests.skip)
+    return SparseResult(out, slots, states, rows, row_states)
 
-    # Per request: what the contract does with its read slot.
-    read = index(read_slots)
-    padded = _is_pad(pad, read)
-    skip = padded if pad.read in ("skip_zero", "skip_untouched") else torch.zeros_like(padded)
-    reads = torch.ones_like(padded) if pad.read == "slot0" else ~padded
 
-    # The loop runs the requests longest first (a stable order, from the host's lengths), so the requests still
-    # running at step t are the first running[t]; request order[i]'s step t is packed token start[order[i]] + t.
-    order = sorted(range(N), key=lambda n: -lengths[n])
-    ascending = sorted(lengths)
-    running = [N - bisect.bisect_right(ascending, t) for t in range(T)]
-    perm = None if order == list(range(N)) else torch.tensor(order, device=dev)
-    by_length = lambda x: x if perm is None else x.index_select(0, perm)  # noqa: E731
-    lens = torch.full((N,), T, device=dev) if uniform else torch.tensor(lengths, dtype=torch.long, device=dev)
-    token = by_length(torch.cumsum(lens, 0) - lens)[:, None] + torch.arange(T, device=dev)  # [N, T]
-    S = _initial_states(pool, by_length(torch.where(padded, 0, read)), by_length(reads), to_vk, c,
-                        pad.read == "slot0")  # [N, HV, V, K] in the compute dtype, in the loop's order
+def _index(x: torch.Tensor, dev: torch.device) -> torch.Tensor:
+    return x.to(device=dev, dtype=torch.long)
 
-    # Inputs as run_sequence sees them: q^ (scaled) and k^ expanded to the value heads.
+
+@dataclass(frozen=True)
+class _Requests:
+    """What the contract does with each request's read slot; [N] tensors in batch order, on the pool's device.
+
+    read:    the read slot, as given.
+    padded:  the read slot is padding.
+    skip:    the contract skips the request: no state read or write, its output rows zeroed or kept.
+    reads:   the request starts from a pool slot (its own, or slot 0 for a redirected pad), not from zeros.
+    source:  the slot it reads: its own, or 0 for a padded one.
+    """
+
+    read: torch.Tensor
+    padded: torch.Tensor
+    skip: torch.Tensor
+    reads: torch.Tensor
+    source: torch.Tensor
+
+    @staticmethod
+    def of(read_slots: torch.Tensor, pad: PadContract, dev: torch.device) -> _Requests:
+        read = _index(read_slots, dev)
+        padded = pad.is_pad(read)
+        skip = padded if pad.read in ("skip_zero", "skip_untouched") else torch.zeros_like(padded)
+        reads = torch.ones_like(padded) if pad.read == "slot0" else ~padded
+        return _Requests(read, padded, skip, reads, torch.where(padded, 0, read))
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """The loop's order. It runs the requests longest first (a stable order, from the host's lengths), so the requests
+    still running at step t are the first running[t]; the request at loop position i runs packed token token[i, t]
+    at step t.
+
+    running:  [T] host ints.
+    perm:     [N] batch row of each loop position; None when the batch is already in that order.
+    lens:     [N] sequence lengths, batch order.
+    token:    [N, T] packed token of each loop position and step.
+    """
+
+    running: list[int]
+    perm: torch.Tensor | None
+    lens: torch.Tensor
+    token: torch.Tensor
+
+    @staticmethod
+    def of(lengths: list[int], dev: torch.device) -> _Schedule:
+        N, T = len(lengths), max(lengths, default=0)
+        order = sorted(range(N), key=lambda n: -lengths[n])
+        ascending = sorted(lengths)
+        running = [N - bisect.bisect_right(ascending, t) for t in range(T)]
+        perm = None if order == list(range(N)) else torch.tensor(order, device=dev)
+        lens = torch.full((N,), T, device=dev) if len(set(lengths)) <= 1 else \
+            torch.tensor(lengths, dtype=torch.long, device=dev)
+        starts = torch.cumsum(lens, 0) - lens
+        token = (starts if perm is None else starts.index_select(0, perm))[:, None] + torch.arange(T, device=dev)
+        return _Schedule(running, perm, lens, token)
+
+    def by_length(self, x: torch.Tensor) -> torch.Tensor:
+        """x [N, ...] from batch order to loop order."""
+        return x if self.perm is None else x.index_select(0, self.perm)
+
+    def batch_order(self, x: torch.Tensor) -> torch.Tensor:
+        """x [N, ...] from loop order back to batch order."""
+        return x if self.perm is None else x.index_select(0, torch.argsort(self.perm))
+
+
+def _inputs(q, k, v, H, scale, use_l2norm, precision) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Inputs as run_sequence sees them: q^ (scaled) and k^ [N_tok, HV, K] expanded to the value heads, v [N_tok, HV,
+    V], in the compute dtype."""
     def normed(x):
         x = precision.load(x)
         return precision.round_normalized(l2normalize(x)) if use_l2norm else x
 
+    group = v.shape[1] // H
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
     qh = (normed(q) * scale).repeat_interleave(group, 1)  # [N_tok, HV, K]
     kh = normed(k).repeat_interleave(group, 1)
-    vh = precision.load(v)  # [N_tok, HV, V]
-    out = torch.zeros(N_tok, HV, V, dtype=c, device=dev)
-    uk = torch.empty_like(S)  # u k^T, reused: the state-sized temporaries are updated in place
-    inter_buf = None if intermediate is None else torch.empty(
-        (N, T) + state_shape, dtype=intermediate.dtype, device=dev)
-    token_buf = None if token_slots is None else torch.empty((N, T) + state_shape, dtype=pool.dtype, device=dev)
+    return qh, kh, precision.load(v)
 
-    for t in range(T):  # each line is run_sequence's, on the running requests' states S[:n] in place
-        n, at = running[t], token[: running[t], t]
+
+def _loop(S, qh, kh, vh, g, beta, schedule, precision, store_dtype, keep, to_vk) -> torch.Tensor:
+    """The loop over time on S [N, HV, V, K] (compute dtype, loop order), updated in place: each line is
+    run_sequence's, on the running requests' states S[:n]. Returns the output [N_tok, HV, V] in the compute dtype;
+    each buffer of `keep` ([N, T, *state], any dtype) gets every request's state after each step t at [:, t]."""
+    P = precision.round_product  # the identity unless a tensor-core kernel is modelled
+    out = torch.zeros(vh.shape, dtype=S.dtype, device=S.device)
+    uk = torch.empty_like(S)  # u k^T, reused: the state-sized temporaries are updated in place
+    for t, n in enumerate(schedule.running):
+        at = schedule.token[:n, t]
         q_t, k_t, v_t, g_t, beta_t = (x.index_select(0, at) for x in (qh, kh, vh, g, beta))
         S_n = S[:n].mul_(torch.exp(g_t)[:, :, None, None])
         Sk = P(torch.einsum("nhvk,nhk->nhv", P(S_n), k_t))
@@ -223,50 +294,55 @@ def _serve(q, k, v, g, beta, lengths, pool, read_slots, write_slots, *, scale, u
         S_n.add_(torch.mul(u[:, :, :, None], k_t[:, :, None, :], out=uk[:n]))
         out.index_copy_(0, at, torch.einsum("nhvk,nhk->nhv", P(S_n), q_t))
         if precision.state_each_step:
-            S_n.copy_(S_n.to(pool.dtype))
-        if inter_buf is not None:
-            inter_buf[:, t] = to_vk(S)
-        if token_buf is not None:
-            token_buf[:, t] = to_vk(S)
-    if perm is not None:  # back to batch order
-        S = S.index_select(0, torch.argsort(perm))
+            S_n.copy_(S_n.to(store_dtype))
+        for buf in keep:
+            buf[:, t] = to_vk(S)
+    return out
 
-    # Output rows of skipped requests: zeros, or what the caller's buffer held.
+
+def _output(out, skip, lens, pad, precision, output) -> torch.Tensor:
+    """The output rows of skipped requests: zeros, or what the caller's buffer held; then the output's rounding."""
     if pad.read in ("skip_zero", "skip_untouched"):
-        owner = torch.repeat_interleave(torch.arange(N, device=dev), lens, output_size=N_tok)
-        kept = 0.0 if pad.read == "skip_zero" or output is None else output.to(device=dev, dtype=c)
+        owner = torch.repeat_interleave(torch.arange(len(lens), device=out.device), lens, output_size=out.shape[0])
+        kept = 0.0 if pad.read == "skip_zero" or output is None else output.to(device=out.device, dtype=out.dtype)
         out = torch.where(skip[owner][:, None, None], kept, out)
-    if precision.output is not None:
-        out = out.to(precision.output)
+    return out if precision.output is None else out.to(precision.output)
 
-    # Pool writes: per-token scatter, or the final state to the write slot the contract picks.
+
+def _pool_writes(S, requests, lens, pad, pool, to_vk, state_shape, *, write_back, write_slots, token_slots,
+                 token_buf) -> tuple[torch.Tensor, torch.Tensor]:
+    """(slots, states) as _last_writer gives them: per-token scatter (token_buf, in (request, step) order), or each
+    request's final state S (batch order) to the write slot the contract picks, or nothing."""
+    dev = pool.device
     if token_slots is not None:
-        tslots = index(token_slots)
-        targets = torch.where(~_is_pad(pad, tslots) & ~skip[:, None], tslots, -1)  # [N, T], order (n, t)
+        tslots = _index(token_slots, dev)
+        targets = torch.where(~pad.is_pad(tslots) & ~requests.skip[:, None], tslots, -1)  # [N, T], order (n, t)
         bank = token_buf.flatten(0, 1)
     elif write_back:
-        if write_slots is None:  # one pool: a zero-state row is not written back; a slot-0 read writes slot 0
-            target, ok = torch.where(padded, 0, read), ~(padded & (pad.read == "zero_state"))
-        else:  # split pools follow the write slot
-            write = index(write_slots)
-            write_pad = _is_pad(pad, write)
-            target, ok = torch.where(write_pad, 0, write), ~write_pad | (pad.write == "slot0")
-        targets = torch.where(ok & ~skip & (lens > 0), target, -1)
-        bank = to_vk(S).to(pool.dtype)
+        targets, bank = _write_targets(requests, lens, pad, write_slots), to_vk(S).to(pool.dtype)
     else:
         targets, bank = torch.full((0,), -1, dtype=torch.long, device=dev), pool.new_empty((0,) + state_shape)
-    slots, states = _last_writer(targets.flatten(), bank)
-
-    rows = row_states = None
-    if intermediate is not None:
-        r = index(intermediate_rows)
-        rows, row_states = _last_writer(torch.where((r >= 0) & ~skip, r, -1), inter_buf)
-    return SparseResult(out, slots, states, rows, row_states)
+    return _last_writer(targets.flatten(), bank)
 
 
-def _is_pad(pad: PadContract, index: torch.Tensor) -> torch.Tensor:
-    """PadContract.is_pad over an index tensor."""
-    return index < 0 if pad.sentinel == "negative" else index <= 0
+def _write_targets(requests, lens, pad, write_slots) -> torch.Tensor:
+    """[N] the slot each request's final state goes to, -1 for none."""
+    if write_slots is None:  # one pool: a zero-state row is not written back; a slot-0 read writes slot 0
+        target, ok = requests.source, ~(requests.padded & (pad.read == "zero_state"))
+    else:  # split pools follow the write slot
+        write = _index(write_slots, requests.read.device)
+        write_pad = pad.is_pad(write)
+        target, ok = torch.where(write_pad, 0, write), ~write_pad | (pad.write == "slot0")
+    return torch.where(ok & ~requests.skip & (lens > 0), target, -1)
+
+
+def _row_writes(intermediate_rows, inter_buf, skip) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(rows, row_states) as _last_writer gives them, each request's steps to its row (-1: none); (None, None)
+    without an intermediate buffer."""
+    if inter_buf is None:
+        return None, None
+    r = _index(intermediate_rows, skip.device)
+    return _last_writer(torch.where((r >= 0) & ~skip, r, -1), inter_buf)
 
 
 def _initial_states(pool, slot, reads, to_vk, c, everyone_reads):

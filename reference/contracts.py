@@ -33,7 +33,8 @@ class PadContract:
     read: ReadPad = "skip_zero"
     write: WritePad = "skip"
 
-    def is_pad(self, index: int) -> bool:
+    def is_pad(self, index: int | torch.Tensor) -> bool | torch.Tensor:
+        """Whether `index` is padding: a bool for an int, a bool tensor elementwise for an index tensor."""
         return index < 0 if self.sentinel == "negative" else index <= 0
 
     @property

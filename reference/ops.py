@@ -17,9 +17,11 @@ from typing import Literal
 
 import torch
 
-from reference.checks import expect_index, expect_shape, head_groups
+from reference.checks import (expect_index, expect_shape, intermediate_inputs, offsets, one_token,
+                              packed_inputs, pool_inputs, verify_inputs)
 from reference.contracts import EXACT, SKIP_PADDING, PadContract, Precision
-from reference.recurrence import Gates, LogGates, RawGates, gate_values, run_sequence
+from reference.gates import Gates
+from reference.recurrence import gate_values, run_sequence
 
 Layout = Literal["vk", "kv"]
 
@@ -36,19 +38,22 @@ class PoolResult:
     written_rows: frozenset = frozenset()  # intermediate rows the contract wrote
 
 
-def decode(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, scale=None, use_l2norm=True,
-           layout: Layout = "vk", pad: PadContract = SKIP_PADDING, precision: Precision = EXACT,
-           output=None) -> PoolResult:
+def decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, pool: torch.Tensor,
+           read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None, scale: float | None = None,
+           use_l2norm: bool = True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
+           precision: Precision = EXACT, output: torch.Tensor | None = None) -> PoolResult:
     """One token per request (T = 1), state written back to the pool. Shapes as in the module doc."""
-    _one_token(q)
+    one_token(q)
     return mtp_verify(q, k, v, gates, pool, read_slots, write_slots=write_slots, scale=scale,
                       use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision, output=output)
 
 
-def mtp_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, scale=None, use_l2norm=True,
-               layout: Layout = "vk", pad: PadContract = SKIP_PADDING, precision: Precision = EXACT,
-               disable_state_update=False, intermediate=None, intermediate_rows=None, token_slots=None,
-               output=None) -> PoolResult:
+def mtp_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, pool: torch.Tensor,
+               read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None, scale: float | None = None,
+               use_l2norm: bool = True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
+               precision: Precision = EXACT, disable_state_update: bool = False,
+               intermediate: torch.Tensor | None = None, intermediate_rows: torch.Tensor | None = None,
+               token_slots: torch.Tensor | None = None, output: torch.Tensor | None = None) -> PoolResult:
     """T tokens per request. Extras over decode:
 
     intermediate [R, steps, HV, ...]: the state after step t of request n goes to
@@ -58,8 +63,8 @@ def mtp_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, sca
         the final write-back to write_slots is then skipped.
     output [B, T, HV, V]: what the caller's output buffer held (kept for rows the contract skips).
     """
-    B, T, HV, V, flat = _verify_inputs(q, k, v, token_slots, disable_state_update)
-    g, beta = _gates(gates, (B, T, HV), "[B, T, HV]", precision)
+    B, T, HV, V, flat = verify_inputs(q, k, v, gates, token_slots, disable_state_update)
+    g, beta = gate_values(gates, precision)
     cu = [n * T for n in range(B + 1)]
     out = _serve(flat(q), flat(k), flat(v), flat(g), flat(beta), cu, pool, read_slots, write_slots,
                  scale=scale, use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision,
@@ -69,19 +74,24 @@ def mtp_verify(q, k, v, gates: Gates, pool, read_slots, *, write_slots=None, sca
     return dataclasses.replace(out, output=out.output.reshape(B, T, HV, V))
 
 
-def prefill(q, k, v, gates: Gates, cu_seqlens, pool, read_slots, *, write_slots=None, scale=None,
-            use_l2norm=True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
-            precision: Precision = EXACT) -> PoolResult:
-    """Varlen prefill: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs,
-    starting from pool[read_slots[n]] and written back to pool[write_slots[n]] (default the same)."""
-    g, beta, cu = _prefill_inputs(q, k, v, gates, cu_seqlens, precision)
+def prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, cu_seqlens: torch.Tensor,
+            pool: torch.Tensor, read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None,
+            scale: float | None = None, use_l2norm: bool = True, layout: Layout = "vk",
+            pad: PadContract = SKIP_PADDING, precision: Precision = EXACT) -> PoolResult:
+    """Varlen prefill: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs
+    (q, k [N_tok, H, K], v [N_tok, HV, V], gates [N_tok, HV], cu_seqlens [N + 1]), starting from
+    pool[read_slots[n]] and written back to pool[write_slots[n]] (default the same)."""
+    N_tok = packed_inputs(q, k, v, gates)
+    g, beta = gate_values(gates, precision)
+    cu = offsets(cu_seqlens, N_tok)
     return _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, scale=scale, use_l2norm=use_l2norm,
                   layout=layout, pad=pad, precision=precision, write_back=True)
 
 
-def commit(pool, intermediate, slots, accepted, *, rows=None, layout: Layout = "vk",
-           pad: PadContract = SKIP_PADDING) -> torch.Tensor:
+def commit(pool: torch.Tensor, intermediate: torch.Tensor, slots: torch.Tensor, accepted: torch.Tensor, *,
+           rows: torch.Tensor | None = None, layout: Layout = "vk", pad: PadContract = SKIP_PADDING) -> torch.Tensor:
     """After acceptance: pool[slots[n]] = intermediate[rows[n], accepted[n] - 1] (rows default: batch row).
+    slots, accepted, rows [B]; intermediate [R, steps, HV, *state] with the pool's state shape.
     Rows with a padded slot, no row (-1) or accepted < 1 are skipped. Returns the new pool."""
     B = slots.shape[0] if isinstance(slots, torch.Tensor) else -1
     expect_index("slots", slots, (None,), "[B]")
@@ -102,25 +112,9 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
     N = len(cu) - 1
     N_tok, H, K = q.shape
     HV, V = v.shape[1:]
-    state_shape = (HV, V, K) if layout == "vk" else (HV, K, V)
-    what = "[P, HV, V, K]" if layout == "vk" else "[P, HV, K, V]"
-    if layout not in ("vk", "kv"):
-        raise ValueError(f"layout: expected 'vk' or 'kv', got {layout!r}")
-    expect_shape("pool", pool, (None,) + state_shape, what)
-    expect_index("read_slots", read_slots, (N,), "[B]")
-    if write_slots is not None:
-        expect_index("write_slots", write_slots, (N,), "[B]")
+    state_shape = pool_inputs(pool, read_slots, write_slots, layout=layout, N=N, HV=HV, V=V, K=K)
     max_T = max((b - a for a, b in zip(cu, cu[1:])), default=0)
-    if intermediate is not None:
-        expect_shape("intermediate", intermediate, (None, None) + state_shape, "[R, steps, " + what[4:])
-        if intermediate.shape[1] < max_T:
-            raise ValueError(f"intermediate: expected [R, steps >= T = {max_T}, ...], "
-                             f"got steps = {intermediate.shape[1]}")
-        intermediate_rows = torch.arange(N) if intermediate_rows is None else intermediate_rows
-        expect_index("intermediate_rows", intermediate_rows, (N,), "[B]")
-        if max(intermediate_rows.tolist(), default=-1) >= intermediate.shape[0]:
-            raise ValueError("intermediate: expected R > every intermediate_rows entry, "
-                             f"got R = {intermediate.shape[0]}")
+    intermediate_rows = intermediate_inputs(intermediate, intermediate_rows, state_shape, layout=layout, N=N, T=max_T)
     c = precision.compute
     scale = K ** -0.5 if scale is None else scale
     to_vk = (lambda s: s) if layout == "vk" else (lambda s: s.transpose(-1, -2))
@@ -170,61 +164,3 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
         out = out.to(precision.output)
     return PoolResult(out, pool_out, inter_out, frozenset(written_slots), frozenset(written_rows))
 
-
-# ---- argument checks, shared with reference.batched (same checks, same messages) ----------------------------------
-def _one_token(q) -> None:
-    if q.dim() == 4 and q.shape[1] != 1:
-        raise ValueError(f"q: decode expects T = 1 in [B, T, H, K], got T = {q.shape[1]}")
-
-
-def _verify_inputs(q, k, v, token_slots, disable_state_update):
-    """B, T, HV, V of verify's inputs, checked, and `flat`: [B, T, ...] -> [B * T, ...] (token-major packing)."""
-    B, T, H, K = _shape4("q", q, "[B, T, H, K]")
-    HV, V = _shape4("v", v, "[B, T, HV, V]")[2:]
-    expect_shape("v", v, (B, T, HV, V), "[B, T, HV, V]")
-    expect_shape("k", k, (B, T, H, K), "[B, T, H, K]")
-    head_groups(H, HV)
-    if token_slots is not None:
-        expect_index("token_slots", token_slots, (B, T), "[B, T]")
-        if disable_state_update:
-            raise ValueError("token_slots: per-token scatter writes the pool; expected disable_state_update=False")
-    return B, T, HV, V, lambda x: x.reshape(B * T, *x.shape[2:])
-
-
-def _prefill_inputs(q, k, v, gates: Gates, cu_seqlens, precision: Precision):
-    """Prefill's inputs checked: its gate values g, beta and the offsets cu_seqlens as a list (read on the host)."""
-    if q.dim() != 3:
-        raise ValueError(f"q: expected packed shape [N_tok, H, K], got {list(q.shape)}")
-    N_tok, H, K = q.shape
-    expect_shape("k", k, (N_tok, H, K), "[N_tok, H, K]")
-    if v.dim() != 3 or v.shape[0] != N_tok:
-        raise ValueError(f"v: expected shape [N_tok, HV, V] with N_tok = {N_tok}, got {list(v.shape)}")
-    HV = v.shape[1]
-    head_groups(H, HV)
-    g, beta = _gates(gates, (N_tok, HV), "[N_tok, HV]", precision)
-    expect_index("cu_seqlens", cu_seqlens, (None,), "[N + 1]")
-    cu = cu_seqlens.tolist()
-    if len(cu) < 1 or cu[0] != 0 or cu[-1] != N_tok or any(b < a for a, b in zip(cu, cu[1:])):
-        raise ValueError(f"cu_seqlens: expected non-decreasing offsets [N + 1] from 0 to N_tok = {N_tok}, got {cu}")
-    return g, beta, cu
-
-
-def _shape4(name, x, what):
-    if not isinstance(x, torch.Tensor) or x.dim() != 4:
-        raise ValueError(f"{name}: expected shape {what}, got {list(x.shape) if isinstance(x, torch.Tensor) else x!r}")
-    return tuple(x.shape)
-
-
-def _gates(gates: Gates, shape: tuple, what: str, precision: Precision):
-    if isinstance(gates, RawGates):
-        HV = shape[-1]
-        expect_shape("A_log", gates.A_log, (HV,), "[HV]")
-        expect_shape("dt_bias", gates.dt_bias, (HV,), "[HV]")
-        expect_shape("a", gates.a, shape, what)
-        expect_shape("b", gates.b, shape, what)
-    elif isinstance(gates, LogGates):
-        expect_shape("g", gates.g, shape, what)
-        expect_shape("beta", gates.beta, shape, what)
-    else:
-        raise ValueError(f"gates: expected RawGates or LogGates, got {type(gates).__name__}")
-    return gate_values(gates, precision)

@@ -13,36 +13,14 @@ Per value head (S is V x K, qk head of value head hv is hv // (HV / H)):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from reference.checks import expect_shape, head_groups
 from reference.contracts import EXACT, Precision
+from reference.gates import Gates, LogGates
 
 SOFTPLUS_THRESHOLD = 20.0
 L2NORM_EPS = 1e-6
-
-
-@dataclass(frozen=True)
-class RawGates:
-    """Gate inputs as a model layer holds them: A_log, dt_bias [HV]; a, b [..., HV] (per token)."""
-
-    A_log: torch.Tensor
-    a: torch.Tensor
-    dt_bias: torch.Tensor
-    b: torch.Tensor
-
-
-@dataclass(frozen=True)
-class LogGates:
-    """Precomputed gates: g [..., HV] is the log-decay (<= 0), beta [..., HV] is post-sigmoid."""
-
-    g: torch.Tensor
-    beta: torch.Tensor
-
-
-Gates = RawGates | LogGates
 
 
 def softplus(x: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ expected value (on CPU they have been bit-identical); untouched slots and rows m
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from dataclasses import dataclass
 
 import pytest
@@ -437,3 +438,73 @@ def test_sparse_result_of_a_frozen_verify_writes_no_slot():
     assert b.rows is None and b.written_rows == frozenset()
     assert torch.equal(to_pool_result(b, pool).pool, pool)
 
+
+
+# ---- today's batched results, pinned bit for bit ----
+
+PINNED_FILE = Path(__file__).parent / "data" / "batched-pinned.pt"
+
+
+def _pin_verify(seed, model, slots, layout="vk", **kw):
+    """A seeded verify call (B=4, T=3, H=1, HV=2, K=3, V=5, P=6) with the model's precision and pool dtype."""
+    precision, pool_dtype = MODELS[model]
+    q, k, v, gates, pool = small_verify(seed=seed, dtype=pool_dtype)
+    pool = pool if layout == "vk" else pool.transpose(-1, -2).contiguous()
+    return batched_verify(q, k, v, gates, pool, torch.tensor(slots), layout=layout, precision=precision, **kw)
+
+
+def _pin_prefill(seed, model, lengths, slots, layout="vk", **kw):
+    """A seeded prefill call: sequences of `lengths` tokens (H=1, HV=2, K=3, V=5, P=6)."""
+    precision, pool_dtype = MODELS[model]
+    gen = generator(seed)
+    N_tok = sum(lengths)
+    state = (2, 5, 3) if layout == "vk" else (2, 3, 5)
+    q, k, v = randn(gen, N_tok, 1, 3), randn(gen, N_tok, 1, 3), randn(gen, N_tok, 2, 5)
+    gates, pool = random_gates(gen, N_tok, HV=2), randn(gen, 6, *state, dtype=pool_dtype)
+    cu = torch.tensor([0] + lengths).cumsum(0)
+    return batched_prefill(q, k, v, gates, cu, pool, torch.tensor(slots), layout=layout, precision=precision, **kw)
+
+
+PINNED = {  # each reaches other contract branches and rounding points of the batched loop
+    "verify-skip_zero-rows-output": lambda: _pin_verify(
+        11, "exact", [3, -1, 0, 5], intermediate=torch.zeros(5, 4, 2, 5, 3), output=randn(generator(1), 4, 3, 2, 5),
+        intermediate_rows=torch.tensor([4, 1, -1, 0])),
+    "verify-slot0-split-kv-flashinfer": lambda: _pin_verify(
+        12, "flashinfer-bf16", [-1, 2, 4, -3], layout="kv", pad=PadContract(read="slot0", write="slot0"),
+        write_slots=torch.tensor([5, -1, 1, 2])),
+    "verify-token_slots-zero-untouched-products": lambda: _pin_verify(
+        13, "f32-products-bf16", [0, 3, 1, 2], pad=PadContract(sentinel="zero", read="skip_untouched"),
+        token_slots=torch.tensor([[1, 2, 3], [4, 0, 5], [2, 2, -1], [5, 1, 0]]),
+        output=randn(generator(2), 4, 3, 2, 5)),
+    "verify-zero_state-split-truncates": lambda: _pin_verify(
+        14, "f32-beta-bf16-truncates", [-1, 1, 2, -1], pad=PadContract(read="zero_state"),
+        write_slots=torch.tensor([3, 4, -1, 0]), intermediate=torch.zeros(4, 3, 2, 5, 3, dtype=F32)),
+    "verify-frozen-normalized-scale": lambda: _pin_verify(
+        15, "f32-normalized-bf16", [5, 4, 3, 2], disable_state_update=True, scale=0.7,
+        intermediate=torch.zeros(4, 3, 2, 5, 3)),
+    "prefill-unsorted-zero_state-split": lambda: _pin_prefill(
+        16, "exact", [2, 0, 4, 1], [1, -1, 3, 0], pad=PadContract(read="zero_state"),
+        write_slots=torch.tensor([2, 5, -1, 4])),
+    "prefill-each-step-slot0-kv-nonorm": lambda: _pin_prefill(
+        17, "f32-each-step-bf16pool", [3, 1, 5], [-1, 2, 0], layout="kv", pad=PadContract(read="slot0"),
+        use_l2norm=False, scale=0.7),
+    "decode-output-bf16": lambda: batched_decode(*small_verify(seed=18, T=1, dtype=F32), torch.tensor([1, -1, 4, 2]),
+                                                 precision=MODELS["f32-output-bf16"][0]),
+}
+
+
+def _fields(result: SparseResult) -> dict:
+    return {f: getattr(result, f) for f in result.__dataclass_fields__ if getattr(result, f) is not None}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_batched_results_are_bitwise_the_pinned_ones(name):
+    """The batched oracle's results on seeded calls, bit for bit as recorded (torch 2.13 on an x86-64 CPU) in
+    tests/data/batched-pinned.pt, so a refactoring of reference/ cannot move a bit unnoticed. A torch or BLAS whose
+    kernels round differently fails here first: re-record with
+    `torch.save({n: _fields(c()) for n, c in PINNED.items()}, PINNED_FILE)` once test_oracle_batched passes."""
+    pinned = torch.load(PINNED_FILE, weights_only=True)[name]
+    got = _fields(PINNED[name]())
+    assert sorted(got) == sorted(pinned)
+    for field, value in got.items():
+        assert same_bits(value, pinned[field]), f"{name}: {field} differs from the pinned result"

@@ -26,6 +26,16 @@ def test_sentinel_classifies_indices(sentinel, index, is_pad):
     assert pad.null_index == {"negative": -1, "zero": 0}[sentinel]
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("sentinel", ["negative", "zero"])
+def test_sentinel_classifies_an_index_tensor_as_each_of_its_ints(sentinel, dtype):
+    """The one predicate the oracles use on index tensors (reference.batched) and on host ints (reference.ops)."""
+    pad = PadContract(sentinel=sentinel)
+    indices = [-3, -1, 0, 1, 5]
+    got = pad.is_pad(torch.tensor(indices, dtype=dtype))
+    assert got.dtype == torch.bool and got.tolist() == [pad.is_pad(i) for i in indices]
+
+
 def padded_batch(pad_index):
     """Three requests, T = 2; the middle one reads a padded slot; real slots 2 and 4 of a 5-slot pool."""
     case = make_case(11, Shape(B=3, T=2, H=1, G=2, K=3, V=5), extra_slots=2)
