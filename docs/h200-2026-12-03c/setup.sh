@@ -4,7 +4,7 @@
 # FlashInfer's CPU stand-in imitating each release's signatures (a check of the scripts, not of FlashInfer).
 set -u
 if [ "${DRY:-0}" = 1 ]; then
-  PROFILE=ci PY=${PY:-.venv/bin/python} STANDIN=fuzz.standins.flashinfer_cpu
+  PROFILE=ci PY=${PY:-$PWD/.venv/bin/python} STANDIN=fuzz.standins.flashinfer_cpu
   BASE=(--baseline $PY --baseline-override flashinfer=$STANDIN:release_0_7_2)
   CAND=(--candidate $PY --candidate-override flashinfer=$STANDIN:release_0_7_4)
 else
