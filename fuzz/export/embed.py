@@ -4,8 +4,8 @@ A script runs the fuzzer's own check, so it carries what that check imports: the
 generator, the target's adapter with its base, family and semantics rows, reference/ (the oracle), the judge and the
 harness, and an override module of ours (a stand-in, a mutant). They are found by reading import statements, at
 module level and inside functions (a lazy import is one the script may reach), without importing the modules
-themselves (only their parent packages), and their text is the installed files' (the import system's own
-loader.get_source): the script holds exactly the code the fuzzer runs. Anything outside gdn-fuzz's packages (torch,
+themselves (only their parent packages), and their text is the installed files', decoded as the import system decodes
+them: the script holds exactly the code the fuzzer runs. Anything outside gdn-fuzz's packages (torch,
 packaging, the kernel library) is imported where the script runs.
 """
 from __future__ import annotations
@@ -33,6 +33,12 @@ def is_ours(name: str) -> bool:
     return any(Path(p).resolve().is_relative_to(ROOT) for p in places)
 
 
+def _source(spec) -> str:
+    """The text of a module's file. Read from spec.origin, not through spec.loader: under pytest, the entry point's
+    package is loaded by pytest's assertion-rewriting hook, which has no get_source."""
+    return importlib.util.decode_source(Path(spec.origin).read_bytes())
+
+
 def closure(roots: list[str]) -> dict[str, str]:
     """Module name -> source of every module of ours that `roots` import, directly or not, parent packages
     included; dependencies come before the modules importing them. A namespace package (tests/ has no
@@ -47,7 +53,7 @@ def closure(roots: list[str]) -> dict[str, str]:
         if parent:
             visit(parent)
         spec = _spec(name)
-        source = spec.loader.get_source(name) if spec.has_location else None
+        source = _source(spec) if spec.has_location else None
         for dependency in _imports(name, source or "", _is_package(spec)):
             visit(dependency)
         del done[name]  # re-inserted after its dependencies: the dict's order is an import order

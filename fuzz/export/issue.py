@@ -71,7 +71,7 @@ def issue_body(case: Case, target: Target, script: Path, recorded: Recording, *,
     sections = [
         f"# {title}", "",
         f"**What happens.** {_function(recorded, target, module)}, on the call below. {happens}"
-        f"{_where_run(target, here)}", "",
+        f"{_where_run(target, here)}{_root_cause(entry)}", "",
         "**What the contract says.** " + describe.contract(target, describe.contract_row(target, entry, found or here),
                                                             case) + _numbers(kind), "",
         "### The call", "", *_call(recorded, case), "",
@@ -135,11 +135,11 @@ def _what_happens(status: int, output: str, entry: corpus.Entry | None, dist: st
         kind, detail = verdicts[-1][1], verdicts[-1][2]
         cause = _clause(entry.description, functions) if entry is not None and entry.expect == kind else \
             _line(output, "cause") or detail
-        return kind, cause, f"`{kind}`: {detail}.{_root_cause(entry)}", verdict
+        return kind, cause, f"`{kind}`: {detail}.", verdict
     if entry is not None and entry.expect != "pass":
         return (entry.expect, _clause(entry.description, functions),
                 f"`{entry.expect}` (corpus entry {entry.path.name}, {dist} {entry.versions or 'every release'}): "
-                f"{entry.description}{_root_cause(entry)}\n\nNot reproduced where this report was written: "
+                f"{entry.description}\n\nNot reproduced where this report was written: "
                 f"`{verdict}`.", verdict)
     return "not reproduced", verdict, f"The script's verdict where this report was written: `{verdict}`.", verdict
 
@@ -149,7 +149,7 @@ def _root_cause(entry: corpus.Entry | None) -> str:
     from fuzz.targets.known_bugs import BY_ID
 
     bug = BY_ID.get(entry.bug) if entry is not None and entry.bug else None
-    return f"\n\n**Known root cause** ({bug.releases}): {bug.summary}" if bug else ""
+    return f"\n\n**Known root cause** ({bug.releases}): {bug.root_cause}" if bug else ""
 
 
 def _numbers(kind: str) -> str:

@@ -45,6 +45,12 @@ class KnownBug:
         return self.stale_key or self.shows.startswith(("^OutputAliased", "^StaleCompile", "^StateLeak"))
 
     @property
+    def root_cause(self) -> str:
+        """The summary as a library's maintainer reads it: without its closing clause on how gdn-fuzz masks the bug
+        (most summaries end "; masked by ..."), as one sentence."""
+        return self.summary.split("; masked by ")[0].rstrip(".") + "."
+
+    @property
     def releases(self) -> str:
         return f">={self.first_seen}" + (f",<{self.fixed_in}" if self.fixed_in else "")
 
