@@ -123,6 +123,16 @@ def test_collect_only_is_not_a_run_that_ran_nothing():
     assert pytest_run(*UNAVAILABLE, "--collect-only").returncode == 0
 
 
+@pytest.mark.parametrize("ci", ["", "1"])
+def test_without_a_profile_the_run_is_dev_and_says_its_budget(ci):
+    """No --hypothesis-profile: the dev profile, its shapes and its settings (not Hypothesis's default, nor the "ci"
+    profile Hypothesis loads itself where $CI is set), and the summary says how many examples a test gets."""
+    proc = run("-m", "pytest", "fuzz/test_decode.py", "--collect-only", "-k", "sglang-recurrent", "-p",
+               "no:cacheprovider", env={"CI": ci})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gdn-fuzz profile 'dev' on cpu:\n  300 examples per fuzz test (the dev profile's); " in proc.stdout
+
+
 def test_a_failure_is_its_coordinate_and_a_failed_line_not_a_dump():
     proc = pytest_run("fuzz/test_decode.py", "--hypothesis-profile=ci", "-k", "flashinfer-pretranspose",
                       "--gdn-target", MUTANT)

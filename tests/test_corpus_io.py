@@ -41,6 +41,8 @@ def test_failing_run_writes_a_minimal_entry_per_distinct_failure(written):
     for entry in entries:
         assert entry.target == "flashinfer-pretranspose-fp32" and entry.expect == "UnwrittenOutput"
         assert entry.case.B == 1 and entry.case.padded == (True,)
+        # where it was found: the machine and the library the entry's case failed on
+        assert entry.environment["torch"] and entry.environment.get("python"), entry.environment
 
 
 def test_entry_replays_as_xfail_and_flips_when_fixed(written):

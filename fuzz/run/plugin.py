@@ -165,7 +165,12 @@ def pytest_configure(config):
     global ACTIVE
     if not _ours(config):
         return
-    profile = config.getoption("hypothesis_profile", None) or "dev"
+    profile = config.getoption("hypothesis_profile", None)
+    if profile is None:  # the dev profile's settings too, not Hypothesis's default (nor its own "ci" under $CI)
+        from hypothesis import settings
+
+        profile = "dev"
+        settings.load_profile(profile)
     if profile not in PROFILES:
         raise pytest.UsageError(f"--hypothesis-profile={profile}: not a gdn-fuzz profile; expected one of "
                                 f"{', '.join(PROFILES)}")
@@ -186,17 +191,10 @@ def pytest_configure(config):
         cache = kernel_cache.configure(config.getoption("gdn_kernel_cache"))  # before any target loads its library
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
-    from fuzz.targets.registry import FAMILIES, set_overrides  # after TRITON_INTERPRET is settled
+    from fuzz.targets.registry import FAMILIES, parse_overrides, set_overrides  # after TRITON_INTERPRET is settled
 
-    overrides = {}
-    for spec in config.getoption("gdn_target"):
-        family, sep, module = spec.partition("=")
-        if not sep or not module:
-            raise pytest.UsageError(f"--gdn-target {spec!r}: expected FAMILY=module.path[:attr]")
-        if family in overrides:
-            raise pytest.UsageError(f"--gdn-target {spec}: {family} is already {family}={overrides[family]}")
-        overrides[family] = module
     try:
+        overrides = parse_overrides(config.getoption("gdn_target"))
         set_overrides(overrides)
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
@@ -235,7 +233,11 @@ def pytest_configure(config):
     ACTIVE = config.stash[SESSION] = FuzzSession(profile, budget, options)
     config.stash[WORKERS] = Workers()
     config.pluginmanager.register(FailedTests(ACTIVE), "gdn_fuzz_failed_tests")
-    ACTIVE.report.time_box = (
+    from hypothesis import settings
+
+    examples = (f"{options.examples} examples per fuzz test (--gdn-examples)" if options.examples else
+                f"{settings.default.max_examples} examples per fuzz test (the {profile} profile's)")
+    ACTIVE.report.time_box = examples + "; " + (
         f"time box: {given:g} s per fuzz test (--gdn-test-seconds), then up to {options.shrink_seconds:g} s to shrink "
         "what its last round found" if given else f"time bound: {options.bound_seconds:g} s per fuzz test, shrinking "
         f"included (the {profile} profile's; --gdn-test-seconds sets a time box)")
@@ -375,7 +377,9 @@ def pytest_pyfunc_call(pyfuncitem):
         sanitize_records(target, found, target.device(session.budget.device))
     if directory := config.getoption("gdn_corpus_out"):
         from fuzz.run.corpus import save_failure
+        from fuzz.run.environment import environment
 
+        session.report.environment = session.report.environment or environment()  # the entries say where found
         for record in found:
             record.corpus = str(save_failure(Path(directory), target, record.failure, session.report.environment))
             session.new_corpus.append(record.corpus)
