@@ -161,16 +161,15 @@ def _workers(config, value: str) -> int:
     return resolve(value, budget_for(config.getoption("hypothesis_profile", None) or "dev").device)
 
 
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis's own, which meets an unknown profile with a traceback (exit 3)
 def pytest_configure(config):
     global ACTIVE
     if not _ours(config):
         return
-    profile = config.getoption("hypothesis_profile", None)
-    if profile is None:  # the dev profile's settings too, not Hypothesis's default (nor its own "ci" under $CI)
-        from hypothesis import settings
+    from hypothesis import settings
 
-        profile = "dev"
-        settings.load_profile(profile)
+    # no profile: the dev profile's settings too, not Hypothesis's default (nor its own "ci" under $CI)
+    profile = config.getoption("hypothesis_profile", None) or "dev"
     if profile not in PROFILES:
         raise pytest.UsageError(f"--hypothesis-profile={profile}: not a gdn-fuzz profile; expected one of "
                                 f"{', '.join(PROFILES)}")
@@ -214,13 +213,12 @@ def pytest_configure(config):
             raise pytest.UsageError(f"--gdn-require={family}: {family} cannot be loaded here: {e}") from e
     _check_corpus(config)
     if spec := config.getoption("gdn_db"):
-        from hypothesis import settings
-
         try:
             db = database(spec)
         except ValueError as e:
             raise pytest.UsageError(str(e)) from e
         settings.register_profile(profile, parent=settings.get_profile(profile), database=db)
+    settings.load_profile(profile)  # Hypothesis's plugin loads it again after this hook, to the same effect
     given = config.getoption("gdn_test_seconds")
     options = Options(isolate=config.getoption("gdn_isolate"), timeout=config.getoption("gdn_timeout"),
                       test_seconds=given, bound_seconds=None if given else TIME_BOXES[profile],
@@ -233,8 +231,6 @@ def pytest_configure(config):
     ACTIVE = config.stash[SESSION] = FuzzSession(profile, budget, options)
     config.stash[WORKERS] = Workers()
     config.pluginmanager.register(FailedTests(ACTIVE), "gdn_fuzz_failed_tests")
-    from hypothesis import settings
-
     examples = (f"{options.examples} examples per fuzz test (--gdn-examples)" if options.examples else
                 f"{settings.default.max_examples} examples per fuzz test (the {profile} profile's)")
     ACTIVE.report.time_box = examples + "; " + (
