@@ -6,9 +6,9 @@ verdict), for a cold and then a warm compile cache, in one process, nothing else
 
 Cold: Triton and FlashInfer compile caches point at fresh directories and the process has compiled nothing; warm: new
 cases (another seed) in the same process, whose buckets the cold pass compiled. The kernel phase is split into the
-compiles FlashInfer records in its build log ("compile") and the rest ("kernel": running it, loading a cached one). Buckets = distinct compile keys
-(fuzz.run.harness.dispatch_bucket). The campaign figure (all workers, a time box, cold start included) comes from
-`gdn-fuzz campaign` (its summary prints distinct cases per minute and buckets covered).
+compiles FlashInfer records in its build log ("compile") and the rest ("kernel": running it, loading a cached one).
+Buckets = distinct compile keys (fuzz.run.harness.dispatch_bucket). The campaign figure (all workers, a time box, cold
+start included) comes from `gdn-fuzz campaign` (its summary prints distinct cases per minute and buckets covered).
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import tempfile
 import time
 from collections import Counter
 
-PHASES = ("tensors", "oracle", "compile", "kernel", "verdict")  # compile: FlashInfer's build log (kernel_cache.BuildLog)
+# compile: FlashInfer's build log (kernel_cache.BuildLog)
+PHASES = ("tensors", "oracle", "compile", "kernel", "verdict")
 
 
 def measure(target, op, budget, bugs, examples: int, seed: int):

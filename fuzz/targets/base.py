@@ -25,10 +25,6 @@ class Unavailable(Exception):
     """The target cannot run here; the message says why and what would fix it."""
 
 
-class Rejected(Exception):
-    """The target refused the inputs (raised by the library); wraps the library's error."""
-
-
 @dataclass(frozen=True)
 class Support:
     """What a target accepts; strategies draw only inside it (plus deliberate invalid cases)."""

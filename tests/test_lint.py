@@ -1,0 +1,14 @@
+"""Lint runs with the tests: the README's test command (CI's) fails on what `ruff check` finds, with ruff's own lines.
+ruff comes with the dev extra, which the README's install command installs: its absence is a failure, not a skip."""
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TREES = ("reference", "fuzz", "tests", "scripts", "bench")  # every Python file of the checkout
+
+
+def test_ruff_finds_nothing():
+    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *TREES], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
