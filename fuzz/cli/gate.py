@@ -94,6 +94,13 @@ class Side:
                 *([f"--gdn-require={','.join(plan.families)}"] if plan.families else []),
                 *(f"--gdn-target={o}" for o in self.overrides), *plan.extra]
 
+    def read(self, out: Path) -> None:
+        """Read back the side's report from `out` and the tests it ran (its JUnit XML's and its report's); nothing
+        when it wrote no report."""
+        if (report := out / f"{self.name}.json").exists():
+            self.report = json.loads(report.read_text())
+            self.ran = ran_tests(out / f"{self.name}.xml") | set(self.report["tests"])
+
     def override(self, family: str) -> str | None:
         return next((o.partition("=")[2] for o in self.overrides if o.partition("=")[0] == family), None)
 
@@ -118,9 +125,8 @@ def run_sides(sides: list[Side], out: Path, plan: Plan, parallel: bool) -> None:
         progress.until(lambda: all(w.exit is not None for w in watches))
     for side, watch in zip(sides, watches):
         side.returncode, side.seconds = watch.exit, watch.elapsed()
-        if side.returncode in (0, 1) and (report := out / f"{side.name}.json").exists():  # 0 passed, 1 some failed
-            side.report = json.loads(report.read_text())
-            side.ran = ran_tests(out / f"{side.name}.xml") | set(side.report["tests"])
+        if side.returncode in (0, 1):  # 0 passed, 1 some failed
+            side.read(out)
 
 
 def ran_tests(junit: Path) -> set[str]:

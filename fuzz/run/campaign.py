@@ -85,13 +85,19 @@ def run_job(job: Job, args, watch: Watch | None = None) -> dict:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         killed = True
+    return job_result(job, time.monotonic() - began, proc.returncode, killed, args.db_per_run)
+
+
+def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bool) -> dict:
+    """A finished (or killed) job's row of the campaign's summary.json, from the report and live log it left."""
+    report, live = job.out / f"{job.name}.json", job.out / f"{job.name}-failures.jsonl"
     data = load_report(report) or {"targets": {}, "failures": [], "errors": [], "tests": {}, "environment": {}}
     failures = [dict(f, minimal=f["minimal"]) for f in data["failures"] if f["target"].startswith(job.family)]
     if killed:
         failures += unfinished(live, {(f["target"], f["kind"]) for f in failures})
     records = [r for r in data.get("records", []) if r["target"].startswith(job.family)]
-    return {"installation": job.where.label, "family": job.family, "seconds": round(time.monotonic() - began, 1),
-            "exit": proc.returncode, "killed": killed, "db_per_run": args.db_per_run, "failures": failures,
+    return {"installation": job.where.label, "family": job.family, "seconds": round(seconds, 1),
+            "exit": exit, "killed": killed, "db_per_run": db_per_run, "failures": failures,
             "errors": data["errors"], "environment": data["environment"], "examples": len(records),
             "distinct": len({(r["target"], r["case"]) for r in records}),
             "buckets": len({r["bucket"] for r in records}),
