@@ -144,8 +144,8 @@ def test_resume_takes_each_logged_key_its_report_did_not_hold_minimal(tmp_path):
     state, nan = logged[0].key, logged[2].key
     assert resumable(live, "t-a", "verify") == {state: Case.parse(SMALL), nan: Case.parse(BIG)}  # no report: all
     assert resumable(live, "t-a", "decode") == resumable(live, "t-b", "verify") == {}
-    (tmp_path / "run.json").write_text(json.dumps({"failures": [{"key": nan, "minimal": True},
-                                                                {"key": state, "minimal": False}]}))
+    (tmp_path / "run.json").write_text(json.dumps({"failures": [{"key": nan.to_json(), "minimal": True},
+                                                                {"key": state.to_json(), "minimal": False}]}))
     assert resumable(live, "t-a", "verify") == {state: Case.parse(SMALL)}
 
 

@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 
 from fuzz.case import Case
+from fuzz.run.failure_key import FailureKey
 from fuzz.run.result import CrashAttribution
 from fuzz.targets import triage
 
@@ -110,10 +111,12 @@ def _note(f: dict, version: str | None) -> str:
 
 
 def _explaining(f: dict, version: str | None) -> tuple:
+    """The known bugs that explain a failure of the summary (fuzz.targets.triage.explaining), by its key's cause
+    (a summary written before failures carried their key: its detail)."""
     from fuzz.targets.registry import TARGETS
 
     path = next(t.path for t in TARGETS if t.name == f["target"])
-    cause = _ANSI.sub("", f["key"].split(" | ", 2)[-1] if f.get("key") else f["detail"])
+    cause = _ANSI.sub("", FailureKey.from_json(f["key"]).cause if f.get("key") else f["detail"])
     calls = (*map(Case.parse, f.get("before", ())), Case.parse(f["case"]))  # older summaries: no "before"
     return triage.explaining(f["kind"], cause, calls, path, version)
 

@@ -36,7 +36,7 @@ class FailureRecord:
 
     def to_json(self) -> dict:
         f = self.failure
-        return {"test": self.test, "target": self.target, "key": f.key, "kind": f.kind, "case": repr(f.case),
+        return {"test": self.test, "target": self.target, "key": f.key.to_json(), "kind": f.kind, "case": repr(f.case),
                 "detail": f.detail, "cause": f.cause, "bucket": f.bucket, "notes": list(f.notes),
                 "first_hit_seconds": round(self.first_hit_seconds, 3), "examples_before": self.examples_before,
                 "hits": self.hits, "minimal": self.minimal, "reproduced_on_rerun": self.reproduced_on_rerun,
