@@ -50,7 +50,7 @@ def result() -> gate.Result:
 def test_gate_classification(result):
     rows = [{"status": r.status, "note": r.note, "failing_side": r.failing_side,
              **{name: f and {"test": f.test, "kind": f.kind, "cause": f.cause, "detail": f.detail,
-                             "variant": f.variant, "case": f.case, "target": f.target, "fuzz": f.fuzz}
+                             "variant": f.variant, "case": f.coordinate, "target": f.target, "fuzz": f.fuzz}
                 for name, f in (("baseline", r.baseline), ("candidate", r.candidate))}} for r in result.rows]
     drift = [{"target": d.target, "kind": d.kind, "judged": d.judged, "shared": d.shared, "change": d.change,
               "worst": d.worst()} for d in result.drift]

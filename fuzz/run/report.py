@@ -95,6 +95,17 @@ class RunReport:
     def failures_of(self, test: str) -> list[FailureRecord]:
         return [f for f in self.failures if f.test == test]
 
+    def examples_of(self, target: str) -> dict[str, int]:
+        """Examples checked per operation of `target`, by operation name."""
+        return {op: self.examples[(target, op)] for op in sorted(op for name, op in self.examples if name == target)}
+
+    def target_summary(self, name: str) -> dict:
+        """A target as the JSON holds it: its record ("unavailable", "version", "origin", ...) with its examples and
+        distinct cases per operation."""
+        examples = self.examples_of(name)
+        return {**self.targets[name], "examples": examples,
+                "distinct": {op: len(self.distinct[(name, op)]) for op in examples}}
+
     def summary_lines(self) -> list[str]:
         lines = [f"gdn-fuzz profile '{self.profile}' on {self.device}:"]
         lines += [f"  {line}" for line in (self.time_box, self.kernel_cache, self.warm) if line]
@@ -132,13 +143,9 @@ class RunReport:
 
     # ---- JSON ------------------------------------------------------------------------------------------------
     def to_json(self) -> dict:
-        targets = {}
-        for name, t in self.targets.items():
-            ops = {op for tn, op in self.examples if tn == name}
-            targets[name] = {**t, "examples": {op: self.examples[(name, op)] for op in sorted(ops)},
-                             "distinct": {op: len(self.distinct[(name, op)]) for op in sorted(ops)}}
         return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
-                "targets": targets, "tests": self.tests, "failures": [f.to_json() for f in self.failures],
+                "targets": {name: self.target_summary(name) for name in self.targets}, "tests": self.tests,
+                "failures": [f.to_json() for f in self.failures],
                 "errors": self.errors, "records": self.records, "isolation": dict(self.isolation),
                 "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache,
                 "warm": self.warm, "time_box": self.time_box}
@@ -206,18 +213,18 @@ def merge_parts(report: RunReport, path: str | Path, skip: set[str] = frozenset(
     return found
 
 
-def load(path: str | Path) -> dict | None:
-    """A run's report JSON: the merged one, or, from a run killed before it merged (pytest-xdist), its workers'
-    parts merged here; None when there is neither."""
+def load(path: str | Path) -> RunReport | None:
+    """A run's report: the merged one, or, from a run killed before it merged (pytest-xdist), its workers' parts
+    merged here; None when there is neither."""
     path = Path(path)
     if path.exists():
-        return json.loads(path.read_text())
+        return RunReport.from_json(json.loads(path.read_text()))
     found = parts(path)
     if not found:
         return None
     first = RunReport.from_json(json.loads(next(iter(found.values())).read_text()))
     merge_parts(first, path, skip={next(iter(found))})
-    return first.to_json()
+    return first
 
 
 def _stopped(test: dict) -> str:

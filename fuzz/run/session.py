@@ -327,7 +327,7 @@ def resumable(live: Path, target: str, op: str) -> dict[FailureKey, Case]:
     (NAME.json beside NAME-failures.jsonl), says which it reported minimal; without one, every key is taken."""
     beside = live.with_name(live.name.removesuffix("-failures.jsonl") + ".json")
     report = load_report(beside) if live.name.endswith("-failures.jsonl") else None
-    done = {FailureKey.from_json(f["key"]) for f in (report or {}).get("failures", []) if f["minimal"]}
+    done = {f.failure.key for f in report.failures if f.minimal} if report else set()
     smallest: dict[FailureKey, Case] = {}
     for d in map(json.loads, filter(None, live.read_text().splitlines())):
         case, key = Case.parse(d["case"]), FailureKey.from_json(d["key"])
