@@ -23,7 +23,7 @@ import pytest
 from fuzz.case import Case
 from fuzz.cli import gate
 from fuzz.run.installation import Installation
-from fuzz.run.report import FailureRecord, RunReport
+from fuzz.run.report import FailedTest, FailureRecord, RunReport
 from fuzz.run.report import load as load_report
 from fuzz.run.result import Failure
 
@@ -254,7 +254,7 @@ def test_a_failure_on_a_test_the_candidate_did_not_run_is_untested_not_fixed():
 
 
 def test_a_strict_xpass_is_the_absence_of_a_known_bug():
-    xpass = {"test": CORPUS, "when": "call", "message": "[XPASS(strict)] the known bug"}
+    xpass = FailedTest(CORPUS, "call", "[XPASS(strict)] the known bug")
     assert [r[0] for r in classified(side("baseline"), side("candidate", errors=[xpass]))] == ["fixed"]
     assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate"))] == ["new"]
     assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate", errors=[xpass]))] == [
@@ -263,9 +263,9 @@ def test_a_strict_xpass_is_the_absence_of_a_known_bug():
 
 
 def test_a_corpus_replay_failure_and_a_fuzz_tests_own_failure_line():
-    replay = {"test": CORPUS, "when": "call",
-              "message": f"/x/fuzz/run/result.py:77: fuzz.judge.failures.OutputMismatch: {CASE}: output error 3.5"}
-    own = {"test": FUZZ, "when": "call", "message": "/x/plugin.py:194: Failed: 1 distinct failure(s) of t-a decode"}
+    replay = FailedTest(CORPUS, "call",
+                        f"/x/fuzz/run/result.py:77: fuzz.judge.failures.OutputMismatch: {CASE}: output error 3.5")
+    own = FailedTest(FUZZ, "call", "/x/plugin.py:194: Failed: 1 distinct failure(s) of t-a decode")
     found = gate.findings(side("candidate", [failure("NonFinite", "output not finite")], [replay, own]).report)
     assert [(f.test, f.kind, f.fuzz) for f in found] == [(FUZZ, "NonFinite", True), (CORPUS, "OutputMismatch", False)]
     assert found[1].cause.startswith("decode-BN-TN-") and found[1].cause.endswith(": output error N")

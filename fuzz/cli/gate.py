@@ -46,14 +46,13 @@ from fuzz.run import events
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.installation import Installation
 from fuzz.run.progress import Progress, Watch, events_file
-from fuzz.run.report import FailureRecord, RunReport
+from fuzz.run.report import XPASS, FailureRecord, RunReport
 from fuzz.run.report import load as load_report
 
 SIDES = ("baseline", "candidate")
 STATUSES = ("new", "fixed", "unchanged", "untested")
 SEED = 0
 FLOOR = 1e-3  # error/bound ratios below this (0: bitwise exact) count as this in changes and growths
-XPASS = "XPASS(strict)"  # a corpus entry's expected failure did not happen: the finding is the bug's absence
 _CORPUS_TEST = re.compile(r"::test_corpus\[([^\]:]+):(.+)\]$")
 
 
@@ -193,27 +192,15 @@ def findings(report: RunReport) -> list[Finding]:
     found = [Finding(f.test, f.failure.key, f.failure.detail, f.failure.case, f) for f in report.failures]
     fuzzed = {f.test for f in report.failures}
     for e in report.errors:
-        if e["test"] in fuzzed:  # the fuzz test's own failure line, already one finding per distinct failure
+        if e.test in fuzzed:  # the fuzz test's own failure line, already one finding per distinct failure
             continue
-        kind, detail = _kind(e["message"])
-        if e["when"] != "call":
-            kind = f"{kind} at {e['when']}"
-        target, case = _corpus_case(e["test"])
-        found.append(Finding(e["test"], FailureKey(kind, target, case.op if case else "", "", normalized(detail)),
+        kind, detail = e.parsed()
+        if e.when != "call":
+            kind = f"{kind} at {e.when}"
+        target, case = _corpus_case(e.test)
+        found.append(Finding(e.test, FailureKey(kind, target, case.op if case else "", "", normalized(detail)),
                              detail.splitlines()[0][:300] if detail else "", case))
     return found
-
-
-def _kind(message: str) -> tuple[str, str]:
-    """(failure class, detail) from a pytest failure line: 'path:line: module.Class: text' or '[XPASS(strict)] ..'.
-    The one text parse left in the gate: a failed test that is no fuzz finding (a corpus replay, an error in a
-    fixture, a strict xfail that passed) reaches the report only as pytest's failure line (fuzz.run.plugin
-    FailedTests), which may come from outside the harness (a raise in pytest or a fixture), so no typed value holds
-    its kind."""
-    if message.startswith(f"[{XPASS}]"):
-        return XPASS, message.removeprefix(f"[{XPASS}]").strip()
-    m = re.match(r"\S+:\d+: (?:[\w.]+\.)?(\w+): ?(.*)", message, re.S)
-    return (m[1], m[2]) if m else ("error", message)
 
 
 def _corpus_case(test: str) -> tuple[str, Case | None]:

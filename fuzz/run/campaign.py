@@ -100,7 +100,7 @@ def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bo
     records = [r for r in data.records if r["target"].startswith(job.family)]
     return {"installation": job.where.label, "family": job.family, "seconds": round(seconds, 1),
             "exit": exit, "killed": killed, "db_per_run": db_per_run, "failures": failures,
-            "errors": data.errors, "environment": data.environment, "examples": len(records),
+            "errors": [e.to_json() for e in data.errors], "environment": data.environment, "examples": len(records),
             "distinct": len({(r["target"], r["case"]) for r in records}),
             "buckets": len({r["bucket"] for r in records}),
             "targets": {n: data.target_summary(n) for n in data.targets if n.startswith(job.family)}}

@@ -9,13 +9,41 @@ JSON (schema 2): {"schema", "profile", "device", "environment", "targets": {name
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fuzz.run.result import CheckResult, CrashAttribution, Failure
 
 SCHEMA = 2
+XPASS = "XPASS(strict)"  # a corpus entry's expected failure did not happen: the finding is the bug's absence
+_CRASH_LINE = re.compile(r"\S+:\d+: (?:[\w.]+\.)?(\w+): ?(.*)", re.S)
+
+
+@dataclass(frozen=True)
+class FailedTest:
+    """A failed test that is no fuzz finding (a corpus replay, a strict xfail that passed, an error in a fixture, a
+    crashed xdist worker's test), as pytest reported it (fuzz.run.plugin.FailedTests)."""
+
+    test: str  # node id
+    when: str  # the phase it failed in: setup, call or teardown
+    message: str  # pytest's crash line: 'path:line: module.Class: text', '[XPASS(strict)] reason', ...
+
+    def parsed(self) -> tuple[str, str]:
+        """(failure class, detail) from the crash line. The one reading of pytest's text: such a failure may come
+        from outside the harness (a raise in pytest or in a fixture), so its line is all the report holds of it."""
+        if self.message.startswith(f"[{XPASS}]"):
+            return XPASS, self.message.removeprefix(f"[{XPASS}]").strip()
+        m = _CRASH_LINE.match(self.message)
+        return (m[1], m[2]) if m else ("error", self.message)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> FailedTest:
+        return cls(d["test"], d["when"], d["message"])
 
 
 @dataclass
@@ -65,7 +93,7 @@ class RunReport:
     distinct: dict = field(default_factory=lambda: defaultdict(set))  # (target, op) -> case coordinates
     tests: dict = field(default_factory=dict)  # nodeid -> {"target", "op", "seconds", "rounds", "boxed", ...}
     failures: list = field(default_factory=list)  # FailureRecord
-    errors: list = field(default_factory=list)  # {"test", "message"}: failed tests that are not fuzz findings
+    errors: list = field(default_factory=list)  # FailedTest: failed tests that are not fuzz findings
     records: list = field(default_factory=list)  # one dict per checked example
     phases: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> phase -> seconds
     isolation: Counter = field(default_factory=Counter)  # --gdn-isolate workers: calls, starts, crashes, hangs, ...
@@ -145,8 +173,8 @@ class RunReport:
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
                 "targets": {name: self.target_summary(name) for name in self.targets}, "tests": self.tests,
-                "failures": [f.to_json() for f in self.failures],
-                "errors": self.errors, "records": self.records, "isolation": dict(self.isolation),
+                "failures": [f.to_json() for f in self.failures], "errors": [e.to_json() for e in self.errors],
+                "records": self.records, "isolation": dict(self.isolation),
                 "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache,
                 "warm": self.warm, "time_box": self.time_box}
 
@@ -161,7 +189,7 @@ class RunReport:
             report.distinct[(r["target"], r["op"])].add(r["case"])
         report.tests = d.get("tests", {})
         report.failures = [FailureRecord.from_json(f) for f in d.get("failures", [])]
-        report.errors = d.get("errors", [])
+        report.errors = [FailedTest.from_json(e) for e in d.get("errors", [])]
         report.records = d["records"]
         for t, p in d.get("phases", {}).items():
             report.phases[t].update(p)
