@@ -204,8 +204,9 @@ def findings(report: RunReport) -> list[Finding]:
 
 
 def _corpus_case(test: str) -> tuple[str, Case | None]:
-    """(target, case) of a corpus replay test's entry, ('', None) for another test or an entry not found. The test
-    id names the entry (fuzz/test_corpus.py's parametrization, TARGET:ENTRY): the entry's file holds the case."""
+    """(target, case) of a corpus replay test's entry, ('', None) for another test or an entry not found. Read from
+    the test id (fuzz/test_corpus.py's parametrization, TARGET:ENTRY), the one link a failed test's report line has
+    to its entry; the entry's file holds the case as a value."""
     from fuzz.run import corpus
 
     m = _CORPUS_TEST.search(test)

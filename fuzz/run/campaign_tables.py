@@ -75,7 +75,7 @@ def markdown(results: list[dict], settings: Settings, stored: bool = True) -> st
         lines += ["", "| # | kind | target / op | minimal coordinate | first hit | hits | note |",
                   "|---|---|---|---|---|---|---|"]
         for i, f in enumerate(r["failures"], 1):
-            op = f["case"].split("-", 1)[0]
+            op = Case.parse(f["case"]).op
             hit = "-" if f["first_hit_seconds"] is None else f"{f['first_hit_seconds']:.1f} s"
             lines.append(f"| {i} | {f['kind']} | {f['target']} {op} | `{f['case']}` | {hit} | {f['hits'] or '-'} | "
                          f"{_note(f, r['targets'].get(f['target'], {}).get('version'))} |")
