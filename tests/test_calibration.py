@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from fuzz.run import calibration
+from fuzz.run.report import RunReport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,9 +21,9 @@ def _record(target, ratios, outcome="pass", case=CASE):
             "outcome": outcome, "ratios": ratios}
 
 
-def report(records, version="0.7.4"):
-    return {"records": records, "targets": {"flashinfer-pretranspose-fp32": {"version": version},
-                                            "fla-recurrent": {"version": None}}}
+def report(records, version="0.7.4") -> RunReport:
+    return RunReport("ci", "cpu", targets={"flashinfer-pretranspose-fp32": {"version": version},
+                                           "fla-recurrent": {"version": None}}, records=records)
 
 
 def test_each_output_gets_its_percentile_its_largest_and_the_case_of_the_largest():
@@ -41,7 +42,7 @@ def test_a_thin_margin_on_an_output_a_known_bug_of_the_release_shows_on_is_not_f
 
 def test_the_command_prints_the_table_and_refuses_a_file_that_is_not_a_report(tmp_path):
     good, bad = tmp_path / "run.json", tmp_path / "bad.json"
-    good.write_text(json.dumps(report([_record("fla-recurrent", {"output": 0.2})])))
+    good.write_text(json.dumps(report([_record("fla-recurrent", {"output": 0.2})]).to_json()))
     bad.write_text("{}")
     run = subprocess.run([sys.executable, "-m", "fuzz", "calibrate", str(good)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)

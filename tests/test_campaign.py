@@ -14,6 +14,7 @@ from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
 from fuzz.judge.failures import NonFinite, StateMismatch
 from fuzz.run import campaign, campaign_tables
+from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.result import Failure
 from fuzz.run.session import FuzzSession, Options, logged_failures, resumable
 
@@ -144,8 +145,9 @@ def test_resume_takes_each_logged_key_its_report_did_not_hold_minimal(tmp_path):
     state, nan = logged[0].key, logged[2].key
     assert resumable(live, "t-a", "verify") == {state: Case.parse(SMALL), nan: Case.parse(BIG)}  # no report: all
     assert resumable(live, "t-a", "decode") == resumable(live, "t-b", "verify") == {}
-    (tmp_path / "run.json").write_text(json.dumps({"failures": [{"key": nan, "minimal": True},
-                                                                {"key": state, "minimal": False}]}))
+    RunReport("ci", "cpu", failures=[FailureRecord("t", "t-a", logged[2], 1.0, 3, minimal=True),
+                                     FailureRecord("t", "t-a", logged[0], 1.0, 3, minimal=False)]).write(
+        tmp_path / "run.json")
     assert resumable(live, "t-a", "verify") == {state: Case.parse(SMALL)}
 
 

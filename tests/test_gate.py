@@ -20,8 +20,12 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
+from fuzz.case import Case
 from fuzz.cli import gate
 from fuzz.run.installation import Installation
+from fuzz.run.report import FailedTest, FailureRecord, RunReport
+from fuzz.run.report import load as load_report
+from fuzz.run.result import Failure
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN = "flashinfer=fuzz.standins.flashinfer_cpu"
@@ -133,7 +137,7 @@ def test_markdown_summary(new_failure):
     assert summary.startswith("## gdn-fuzz gate: ❌ FAIL: 1 new failure\n")
     assert "| fuzz failures | 1 | 0 | 0 | 0 |" in summary
     assert f"| `test_decode[flashinfer-pretranspose-fp32]` | {BUG[1]} | - | `{coordinate}` " in summary
-    b, c, both = gate.shared_coordinates(*(json.loads((out / f"{s}.json").read_text()) for s in gate.SIDES))
+    b, c, both = gate.shared_coordinates(*(load_report(out / f"{s}.json") for s in gate.SIDES))
     assert both >= 0.5 * max(b, c), (b, c, both)  # the clean target's cases are all shared
     assert f"{both} coordinates judged by both sides" in summary
     assert "flashinfer-pretranspose-fp32 (candidate)" in summary  # why that target shares fewer
@@ -204,20 +208,19 @@ CASE = "decode-B1-T1-H1-HV2-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-
 CASE2 = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed5-slots[1,2]"
 
 
-def failure(kind, cause, case=CASE, test=FUZZ, bucket="t-a:decode") -> dict:
-    return {"test": test, "target": test.rpartition("[")[2][:-1], "kind": kind, "cause": cause, "detail": cause,
-            "case": case, "bucket": bucket, "key": f"{kind} | {bucket} | {cause}"}
+def failure(kind, cause, case=CASE, test=FUZZ, bucket="t-a:decode") -> FailureRecord:
+    return FailureRecord(test, test.rpartition("[")[2][:-1], Failure(kind, Case.parse(case), cause, cause, bucket),
+                         1.0, 0)
 
 
 def side(name, failures=(), errors=(), ran=(FUZZ, OTHER, CORPUS), records=()) -> gate.Side:
-    report = {"failures": list(failures), "errors": list(errors), "records": list(records), "tests": {},
-              "targets": {}}
+    report = RunReport("gate", "cpu", failures=list(failures), errors=list(errors), records=list(records))
     return gate.Side(name, Installation(name, sys.executable), report=report, ran=set(ran))
 
 
 def classified(baseline: gate.Side, candidate: gate.Side) -> list[tuple]:
-    return [(r.status, r.finding.test, r.finding.kind, r.baseline and r.baseline.case, r.candidate and r.candidate.case)
-            for r in gate.compare(baseline, candidate)]
+    return [(r.status, r.finding.test, r.finding.kind, r.baseline and r.baseline.coordinate,
+             r.candidate and r.candidate.coordinate) for r in gate.compare(baseline, candidate)]
 
 
 def test_failures_are_the_same_by_test_kind_variant_and_cause():
@@ -251,7 +254,7 @@ def test_a_failure_on_a_test_the_candidate_did_not_run_is_untested_not_fixed():
 
 
 def test_a_strict_xpass_is_the_absence_of_a_known_bug():
-    xpass = {"test": CORPUS, "when": "call", "message": "[XPASS(strict)] the known bug"}
+    xpass = FailedTest(CORPUS, "call", "[XPASS(strict)] the known bug")
     assert [r[0] for r in classified(side("baseline"), side("candidate", errors=[xpass]))] == ["fixed"]
     assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate"))] == ["new"]
     assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate", errors=[xpass]))] == [
@@ -260,9 +263,9 @@ def test_a_strict_xpass_is_the_absence_of_a_known_bug():
 
 
 def test_a_corpus_replay_failure_and_a_fuzz_tests_own_failure_line():
-    replay = {"test": CORPUS, "when": "call",
-              "message": f"/x/fuzz/run/result.py:77: fuzz.judge.failures.OutputMismatch: {CASE}: output error 3.5"}
-    own = {"test": FUZZ, "when": "call", "message": "/x/plugin.py:194: Failed: 1 distinct failure(s) of t-a decode"}
+    replay = FailedTest(CORPUS, "call",
+                        f"/x/fuzz/run/result.py:77: fuzz.judge.failures.OutputMismatch: {CASE}: output error 3.5")
+    own = FailedTest(FUZZ, "call", "/x/plugin.py:194: Failed: 1 distinct failure(s) of t-a decode")
     found = gate.findings(side("candidate", [failure("NonFinite", "output not finite")], [replay, own]).report)
     assert [(f.test, f.kind, f.fuzz) for f in found] == [(FUZZ, "NonFinite", True), (CORPUS, "OutputMismatch", False)]
     assert found[1].cause.startswith("decode-BN-TN-") and found[1].cause.endswith(": output error N")

@@ -6,8 +6,9 @@ fuzz suites) against a baseline and a candidate installation of the target libra
 
 Failures: each side's distinct fuzz failures (with their minimal coordinates) and its failed tests that are no fuzz
 finding (a corpus replay that failed, or passed where it expects a failure: XPASS(strict); an error). Two sides'
-failures are the same one when test id, failure kind, kernel variant and cause agree, or when test, kind and variant
-agree and both shrank to the same minimal coordinate (the library reworded its error). new: the candidate's only
+failures are the same one when test id and failure key (kind, target, operation, kernel variant, cause:
+fuzz.run.failure_key) agree, or when test, kind and variant agree and both shrank to the same minimal coordinate (the
+library reworded its error). new: the candidate's only
 (also a known bug whose corpus entry passed on the baseline and fails again on the candidate); fixed: the baseline's
 only, on a test the candidate ran; untested: the baseline's only, on a test the candidate did not run (a target
 unavailable there): no verdict; unchanged: both. Each new or fixed failure with a coordinate gets a standalone
@@ -39,16 +40,19 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuzz.case import Case
 from fuzz.judge.failures import normalized
 from fuzz.run import events
-from fuzz.run.progress import Progress, Watch, events_file
+from fuzz.run.failure_key import FailureKey
 from fuzz.run.installation import Installation
+from fuzz.run.progress import Progress, Watch, events_file
+from fuzz.run.report import XPASS, FailureRecord, RunReport
+from fuzz.run.report import load as load_report
 
 SIDES = ("baseline", "candidate")
 STATUSES = ("new", "fixed", "unchanged", "untested")
 SEED = 0
 FLOOR = 1e-3  # error/bound ratios below this (0: bitwise exact) count as this in changes and growths
-XPASS = "XPASS(strict)"  # a corpus entry's expected failure did not happen: the finding is the bug's absence
 _CORPUS_TEST = re.compile(r"::test_corpus\[([^\]:]+):(.+)\]$")
 
 
@@ -77,7 +81,7 @@ class Side:
     where: Installation
     overrides: list = field(default_factory=list)  # FAMILY=module specs passed as --gdn-target
     returncode: int | None = None
-    report: dict = field(default_factory=dict)  # the side's --gdn-report JSON
+    report: RunReport | None = None  # the side's --gdn-report (None: it wrote none)
     ran: set = field(default_factory=set)  # test ids it ran (not skipped)
     seconds: float = 0.0  # its pytest run's wall time
 
@@ -94,12 +98,19 @@ class Side:
                 *([f"--gdn-require={','.join(plan.families)}"] if plan.families else []),
                 *(f"--gdn-target={o}" for o in self.overrides), *plan.extra]
 
+    def read(self, out: Path) -> None:
+        """Read back the side's report from `out` and the tests it ran (its JUnit XML's and its report's); nothing
+        when it wrote no report."""
+        if (path := out / f"{self.name}.json").exists():
+            self.report = load_report(path)
+            self.ran = ran_tests(out / f"{self.name}.xml") | set(self.report.tests)
+
     def override(self, family: str) -> str | None:
         return next((o.partition("=")[2] for o in self.overrides if o.partition("=")[0] == family), None)
 
     def versions(self, plan: Plan) -> list[str]:
-        return sorted({f"{name} {t['version']}" for name, t in self.report.get("targets", {}).items()
-                       if t.get("examples") and t.get("version") and plan.asked(name)})
+        return sorted({f"{name} {t['version']}" for name, t in self.report.targets.items()
+                       if self.report.examples_of(name) and t.get("version") and plan.asked(name)})
 
 
 def run_sides(sides: list[Side], out: Path, plan: Plan, parallel: bool) -> None:
@@ -118,9 +129,8 @@ def run_sides(sides: list[Side], out: Path, plan: Plan, parallel: bool) -> None:
         progress.until(lambda: all(w.exit is not None for w in watches))
     for side, watch in zip(sides, watches):
         side.returncode, side.seconds = watch.exit, watch.elapsed()
-        if side.returncode in (0, 1) and (report := out / f"{side.name}.json").exists():  # 0 passed, 1 some failed
-            side.report = json.loads(report.read_text())
-            side.ran = ran_tests(out / f"{side.name}.xml") | set(side.report["tests"])
+        if side.returncode in (0, 1):  # 0 passed, 1 some failed
+            side.read(out)
 
 
 def ran_tests(junit: Path) -> set[str]:
@@ -139,60 +149,74 @@ def ran_tests(junit: Path) -> set[str]:
 
 @dataclass(frozen=True)
 class Finding:
-    """One failure of one side: a distinct fuzz failure, or a failed test that is no fuzz finding."""
+    """One failure of one side: a distinct fuzz failure (`record`: the report's), or a failed test that is no fuzz
+    finding (a corpus replay, an error: `record` None)."""
 
     test: str
-    kind: str
-    cause: str  # the failure's cause signature (no numbers)
+    key: FailureKey
     detail: str = ""
-    variant: str = ""  # the kernel variant its dispatch bucket names, if any
-    case: str = ""  # the minimal coordinate ('' when there is none)
-    target: str = ""
-    fuzz: bool = True  # False: a corpus replay or an error
-    extra: dict = field(default_factory=dict, hash=False, compare=False)  # the report's record
+    case: Case | None = None  # the minimal coordinate (None when there is none)
+    record: FailureRecord | None = field(default=None, hash=False, compare=False)
 
     @property
-    def identity(self) -> tuple:
-        return self.test, self.kind, self.variant, self.cause
+    def identity(self) -> tuple[str, FailureKey]:
+        return self.test, self.key
+
+    @property
+    def fuzz(self) -> bool:
+        return self.record is not None
+
+    @property
+    def kind(self) -> str:
+        return self.key.kind
+
+    @property
+    def cause(self) -> str:
+        return self.key.cause
+
+    @property
+    def variant(self) -> str:
+        return self.key.variant
+
+    @property
+    def target(self) -> str:
+        return self.key.target
+
+    @property
+    def coordinate(self) -> str:
+        """The minimal coordinate's text ('' when there is none)."""
+        return repr(self.case) if self.case else ""
 
 
-def findings(report: dict) -> list[Finding]:
-    # a failure bucket is TARGET:OP or TARGET:OP:VARIANT (fuzz.run.harness.failure_bucket)
-    found = [Finding(f["test"], f["kind"], f["cause"], f["detail"], "".join(f["bucket"].split(":", 2)[2:]),
-                     f["case"], f["target"], extra=f) for f in report["failures"]]
-    fuzzed = {f["test"] for f in report["failures"]}
-    for e in report["errors"]:
-        if e["test"] in fuzzed:  # the fuzz test's own failure line, already one finding per distinct failure
+def findings(report: RunReport) -> list[Finding]:
+    found = [Finding(f.test, f.failure.key, f.failure.detail, f.failure.case, f) for f in report.failures]
+    fuzzed = {f.test for f in report.failures}
+    for e in report.errors:
+        if e.test in fuzzed:  # the fuzz test's own failure line, already one finding per distinct failure
             continue
-        kind, detail = _kind(e["message"])
-        if e["when"] != "call":
-            kind = f"{kind} at {e['when']}"
-        target, case = _corpus_case(e["test"])
-        found.append(Finding(e["test"], kind, normalized(detail), detail.splitlines()[0][:300] if detail else "",
-                             case=case, target=target, fuzz=False, extra=e))
+        kind, detail = e.parsed()
+        if e.when != "call":
+            kind = f"{kind} at {e.when}"
+        target, case = _corpus_case(e.test)
+        found.append(Finding(e.test, FailureKey(kind, target, case.op if case else "", "", normalized(detail)),
+                             detail.splitlines()[0][:300] if detail else "", case))
     return found
 
 
-def _kind(message: str) -> tuple[str, str]:
-    """(failure class, detail) from a pytest failure line: 'path:line: module.Class: text' or '[XPASS(strict)] ..'."""
-    if message.startswith(f"[{XPASS}]"):
-        return XPASS, message.removeprefix(f"[{XPASS}]").strip()
-    m = re.match(r"\S+:\d+: (?:[\w.]+\.)?(\w+): ?(.*)", message, re.S)
-    return (m[1], m[2]) if m else ("error", message)
-
-
-def _corpus_case(test: str) -> tuple[str, str]:
-    """(target, coordinate) of a corpus replay test's entry, ('', '') for another test or an entry not found."""
+def _corpus_case(test: str) -> tuple[str, Case | None]:
+    """(target, case) of a corpus replay test's entry, ('', None) for another test or an entry not found. Read from
+    the test id (fuzz/test_corpus.py's parametrization, TARGET:ENTRY), the one link a failed test's report line has
+    to its entry; the entry's file holds the case as a value."""
     from fuzz.run import corpus
 
     m = _CORPUS_TEST.search(test)
     if not m:
-        return "", ""
+        return "", None
     try:
         entry = corpus.load(corpus.default_dir() / f"{m[2]}.json")
     except corpus.CorpusError:
-        return "", ""
-    return (entry.target, repr(entry.case)) if entry.target == m[1] else ("", "")
+        return "", None
+    return (entry.target, entry.case) if entry.target == m[1] else ("", None)
 
 
 @dataclass
@@ -223,7 +247,7 @@ def compare(baseline: Side, candidate: Side) -> list[Row]:
     by_case = {(f.test, f.kind, f.variant, f.case): k for k, f in base.items() if f.case}
     for k, f in sorted(cand.items()):
         if (b := by_case.get((f.test, f.kind, f.variant, f.case))) is not None and b in base:
-            rows.append(Row("unchanged", base.pop(b), cand.pop(k), f"same minimal case; cause was: {b[3]}"))
+            rows.append(Row("unchanged", base.pop(b), cand.pop(k), f"same minimal case; cause was: {b[1].cause}"))
     for f in cand.values():
         if f.kind == XPASS:  # the known bug no longer reproduces
             rows.append(Row("fixed", None, f, "the corpus entry's known bug does not reproduce on the candidate")
@@ -244,7 +268,6 @@ def compare(baseline: Side, candidate: Side) -> list[Row]:
 def export_scripts(rows: list[Row], sides: list[Side], directory: Path) -> None:
     """A standalone reproduction script per new or fixed failure that has a coordinate; an export error is noted on
     its row, not raised."""
-    from fuzz.case import Case
     from fuzz.export.script import export_script
     from fuzz.targets.registry import TARGETS
 
@@ -256,7 +279,7 @@ def export_scripts(rows: list[Row], sides: list[Side], directory: Path) -> None:
         note = (f"gdn-fuzz gate: {row.status} failure {f.kind} of {f.test}; it reproduces on the {side.name} "
                 f"({side.where.spec}), not on the {other.name} ({other.where.spec}): run it with each side's python.")
         try:
-            text = export_script(Case.parse(f.case), f.target,
+            text = export_script(f.case, f.target,
                                  library_module=side.override(family.get(f.target, "")), note=note)
         except Exception as e:  # noqa: BLE001 - one failed export must not fail the gate
             row.script_error = f"{type(e).__name__}: {e}"
@@ -297,10 +320,10 @@ class Drift:
         return sorted((g for g in grown if g[3] > 1), key=lambda g: -g[3])[:n]
 
 
-def _ratios(report: dict) -> dict[tuple[str, str], dict[tuple[str, str], float]]:
+def _ratios(report: RunReport) -> dict[tuple[str, str], dict[tuple[str, str], float]]:
     """(target, kind) -> {(test, coordinate): error/bound}; a coordinate checked twice keeps its worst ratio."""
     found: dict = {}
-    for r in report["records"]:
+    for r in report.records:
         for kind, ratio in r["ratios"].items():
             per = found.setdefault((r["target"], kind), {})
             key = (r["test"], r["case"])
@@ -308,7 +331,7 @@ def _ratios(report: dict) -> dict[tuple[str, str], dict[tuple[str, str], float]]
     return found
 
 
-def drift(baseline: dict, candidate: dict) -> list[Drift]:
+def drift(baseline: RunReport, candidate: RunReport) -> list[Drift]:
     base, cand = _ratios(baseline), _ratios(candidate)
     rows = []
     for key in sorted(base.keys() | cand.keys()):
@@ -318,9 +341,9 @@ def drift(baseline: dict, candidate: dict) -> list[Drift]:
     return rows
 
 
-def shared_coordinates(baseline: dict, candidate: dict) -> tuple[int, int, int]:
+def shared_coordinates(baseline: RunReport, candidate: RunReport) -> tuple[int, int, int]:
     """Coordinates (test, case) judged by the baseline, by the candidate, by both."""
-    judged = [{(r["test"], r["case"]) for r in report["records"] if r["ratios"]} for report in (baseline, candidate)]
+    judged = [{(r["test"], r["case"]) for r in side.records if r["ratios"]} for side in (baseline, candidate)]
     return len(judged[0]), len(judged[1]), len(judged[0] & judged[1])
 
 

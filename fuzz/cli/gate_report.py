@@ -82,7 +82,7 @@ def _md_cell(text: str) -> str:
 def _md_rows(rows: list[Row], out: Path) -> list[str]:
     lines = ["| test | kind | baseline | candidate | reproduction | note |", "|---|---|---|---|---|---|"]
     for r in rows:
-        sides = [(_md_code(f.case) + (f" {_md_cell(f.detail[:160])}" if f.detail else "")) if f else "-"
+        sides = [(_md_code(f.coordinate) + (f" {_md_cell(f.detail[:160])}" if f.detail else "")) if f else "-"
                  for f in (r.baseline, r.candidate)]
         script = _md_code(str(r.script.relative_to(out))) if r.script else \
             f"export failed: {_md_cell(r.script_error[:160])}" if r.script_error else "-"
@@ -134,7 +134,7 @@ def _diverged(result: Result, d: Drift) -> list[str]:
     test's later rounds draw other cases (fuzz.run.session), so the sides share fewer of them."""
     if d.judged[0] == d.judged[1] == len(d.shared):
         return []
-    return [s.name for s in result.sides if any(f["target"] == d.target for f in s.report["failures"])]
+    return [s.name for s in result.sides if any(f.target == d.target for f in s.report.failures)]
 
 
 def _one_sided(result: Result) -> dict[str, list[str]]:
@@ -176,7 +176,7 @@ def write_junit(path: Path, result: Result | None, summary: str) -> None:
         case = ET.SubElement(suite, "testcase", classname=f"gdn-fuzz-gate.{r.status}", name=name,
                              **({"file": str(r.script)} if r.script else {}))
         text = "\n".join(filter(None, (
-            *(f"{name}: {x.case or '-'} {x.detail}" for name, x in (("baseline", r.baseline),
+            *(f"{name}: {x.coordinate or '-'} {x.detail}" for name, x in (("baseline", r.baseline),
                                                                       ("candidate", r.candidate)) if x),
             r.note, f"reproduction: {r.script}" if r.script else r.script_error)))
         if r.status == "new":
@@ -229,13 +229,12 @@ def _n(x) -> str:
 def _finding_cell(f) -> str:
     if f is None:
         return "<span class='muted'>-</span>"
-    parts = [f"<code>{_e(f.case)}</code>" if f.case else "", _e(f.detail[:300])]
-    if f.fuzz:
-        x = f.extra
-        shrunk = "minimal" if x.get("minimal") else "NOT minimal (shrink cut off)"
-        again = {True: "", False: "; did not reproduce alone", None: ""}[x.get("reproduced_on_rerun")]
-        parts.append(f"<span class='muted'>{shrunk}, {x.get('hits')} hit(s), first after "
-                     f"{x.get('first_hit_seconds', 0):.1f} s{again}</span>")
+    parts = [f"<code>{_e(f.coordinate)}</code>" if f.case else "", _e(f.detail[:300])]
+    if (x := f.record) is not None:
+        shrunk = "minimal" if x.minimal else "NOT minimal (shrink cut off)"
+        again = "; did not reproduce alone" if x.reproduced_on_rerun is False else ""
+        parts.append(f"<span class='muted'>{shrunk}, {x.hits} hit(s), first after "
+                     f"{x.first_hit_seconds:.1f} s{again}</span>")
     return "<br>".join(p for p in parts if p)
 
 
@@ -257,8 +256,8 @@ def _rows_table(rows: list[Row], out: Path) -> str:
 def _runs_table(result: Result) -> str:
     rows = []
     for s in result.sides:
-        env = s.report.get("environment", {})
-        examples = sum(n for t in s.report["targets"].values() for n in t.get("examples", {}).values())
+        env = s.report.environment
+        examples = sum(n for name in s.report.targets for n in s.report.examples_of(name).values())
         rows.append([_e(s.name), f"<code>{_e(s.where.spec)}</code>", _e(", ".join(s.overrides) or "-"),
                      _e(", ".join(s.versions(result.plan)) or "-"), _n(s.returncode), _n(len(s.ran)), _n(examples),
                      _n(f"{s.seconds:.0f} s"), _e(f"{env.get('gpu') or 'CPU'}; torch {env.get('torch', '?')}")])
@@ -274,9 +273,10 @@ def _targets_table(result: Result) -> str:
         ran = ", ".join(f"{op} {n}" for op, n in info.get("examples", {}).items())
         return _e(f"{info.get('version') or 'no version'}: {ran}") if ran else "<span class='muted'>not run</span>"
 
-    names = sorted({n for s in result.sides for n, t in s.report["targets"].items()
-                    if t.get("examples") or (result.plan.families and result.plan.asked(n))})
-    rows = [[f"<code class='name'>{_e(n)}</code>", *(cell(s.report["targets"].get(n, {})) for s in result.sides)]
+    names = sorted({n for s in result.sides for n in s.report.targets
+                    if s.report.examples_of(n) or (result.plan.families and result.plan.asked(n))})
+    rows = [[f"<code class='name'>{_e(n)}</code>",
+             *(cell(s.report.target_summary(n) if n in s.report.targets else {}) for s in result.sides)]
             for n in names]
     return _table(["target", *(s.name for s in result.sides)], rows)
 
@@ -345,9 +345,9 @@ def _png(fig) -> str:
 
 def _shared_records(result: Result) -> list[list[dict]]:
     """Each side's judged records of the coordinates both sides judged."""
-    keys = [{(r["test"], r["case"]) for r in s.report["records"] if r["ratios"]} for s in result.sides]
+    keys = [{(r["test"], r["case"]) for r in s.report.records if r["ratios"]} for s in result.sides]
     both = keys[0] & keys[1]
-    return [[r for r in s.report["records"] if r["ratios"] and (r["test"], r["case"]) in both] for s in result.sides]
+    return [[r for r in s.report.records if r["ratios"] and (r["test"], r["case"]) in both] for s in result.sides]
 
 
 def _grid(n: int, width: float, height: float):
@@ -440,7 +440,7 @@ def coverage(sides) -> str | None:
     """Per target: distinct dispatch buckets hit by both sides, by one side only."""
     hit = defaultdict(lambda: defaultdict(set))  # target -> side -> buckets
     for side in sides:
-        for r in side.report["records"]:
+        for r in side.report.records:
             hit[r["target"]][side.name].add(r["bucket"])
     if not hit:
         return None

@@ -18,6 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from fuzz.run.report import RunReport
+
 MARGIN = 0.5  # a passing ratio above this, on an output no known bug bears on, is flagged
 KINDS = {"output": "OutputMismatch", "state": "StateMismatch", "intermediate": "IntermediateMismatch"}
 
@@ -50,12 +52,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def rows(report: dict) -> list[Row]:
-    """The table of one run report (RunReport.to_json)."""
+def rows(report: RunReport) -> list[Row]:
+    """The table of one run report."""
     from fuzz.case import Case
 
     ratios: dict[Cell, list[tuple[float, str]]] = defaultdict(list)
-    for r in report["records"]:
+    for r in report.records:
         if r["outcome"] != "pass":
             continue
         input_dtype = r.get("input_dtype") or Case.parse(r["case"]).input_dtype  # older reports lack the field
@@ -64,7 +66,7 @@ def rows(report: dict) -> list[Row]:
     table = []
     for cell, seen in sorted(ratios.items(), key=lambda kv: tuple(vars(kv[0]).values())):
         worst, case = max(seen)
-        version = report["targets"].get(cell.target, {}).get("version")
+        version = report.targets.get(cell.target, {}).get("version")
         table.append(Row(cell, len(seen), percentile([x for x, _ in seen], 99), worst, case,
                          _bearing(cell.target, cell.output, version)))
     return table
@@ -97,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     for path in args.reports:
         try:
-            report = json.loads(path.read_text())
-            table = rows(report)
+            table = rows(RunReport.from_json(json.loads(path.read_text())))
         except (OSError, ValueError, KeyError) as e:
             p.exit(BAD_INPUT, f"gdn-fuzz calibrate: error: {path}: not a run report ({type(e).__name__}: {e})\n")
         flagged = sum(r.unmodelled for r in table)

@@ -28,6 +28,7 @@ from fuzz.generate.profiles import PROFILES
 from fuzz.run import events, installation
 from fuzz.run.campaign_tables import Settings, markdown, size
 from fuzz.run.progress import Progress, Watch, events_file
+from fuzz.run.report import RunReport
 from fuzz.run.report import load as load_report
 
 
@@ -85,17 +86,24 @@ def run_job(job: Job, args, watch: Watch | None = None) -> dict:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         killed = True
-    data = load_report(report) or {"targets": {}, "failures": [], "errors": [], "tests": {}, "environment": {}}
-    failures = [dict(f, minimal=f["minimal"]) for f in data["failures"] if f["target"].startswith(job.family)]
+    return job_result(job, time.monotonic() - began, proc.returncode, killed, args.db_per_run)
+
+
+def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bool) -> dict:
+    """A finished (or killed) job's row of the campaign's summary.json, from the report and live log it left."""
+    report, live = job.out / f"{job.name}.json", job.out / f"{job.name}-failures.jsonl"
+    data = load_report(report) or RunReport("", "")  # none: the run died before its first test ended
+    ours = [f for f in data.failures if f.target.startswith(job.family)]
+    failures = [f.to_json() for f in ours]
     if killed:
-        failures += unfinished(live, {(f["target"], f["kind"]) for f in failures})
-    records = [r for r in data.get("records", []) if r["target"].startswith(job.family)]
-    return {"installation": job.where.label, "family": job.family, "seconds": round(time.monotonic() - began, 1),
-            "exit": proc.returncode, "killed": killed, "db_per_run": args.db_per_run, "failures": failures,
-            "errors": data["errors"], "environment": data["environment"], "examples": len(records),
+        failures += unfinished(live, {(f.target, f.failure.kind) for f in ours})
+    records = [r for r in data.records if r["target"].startswith(job.family)]
+    return {"installation": job.where.label, "family": job.family, "seconds": round(seconds, 1),
+            "exit": exit, "killed": killed, "db_per_run": db_per_run, "failures": failures,
+            "errors": [e.to_json() for e in data.errors], "environment": data.environment, "examples": len(records),
             "distinct": len({(r["target"], r["case"]) for r in records}),
             "buckets": len({r["bucket"] for r in records}),
-            "targets": {n: t for n, t in data["targets"].items() if n.startswith(job.family)}}
+            "targets": {n: data.target_summary(n) for n in data.targets if n.startswith(job.family)}}
 
 
 def unfinished(live: Path, reported: set) -> list[dict]:

@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 
 from fuzz.case import Case
+from fuzz.run.failure_key import FailureKey
 from fuzz.run.result import CrashAttribution
 from fuzz.targets import triage
 
@@ -74,7 +75,7 @@ def markdown(results: list[dict], settings: Settings, stored: bool = True) -> st
         lines += ["", "| # | kind | target / op | minimal coordinate | first hit | hits | note |",
                   "|---|---|---|---|---|---|---|"]
         for i, f in enumerate(r["failures"], 1):
-            op = f["case"].split("-", 1)[0]
+            op = Case.parse(f["case"]).op
             hit = "-" if f["first_hit_seconds"] is None else f"{f['first_hit_seconds']:.1f} s"
             lines.append(f"| {i} | {f['kind']} | {f['target']} {op} | `{f['case']}` | {hit} | {f['hits'] or '-'} | "
                          f"{_note(f, r['targets'].get(f['target'], {}).get('version'))} |")
@@ -110,10 +111,12 @@ def _note(f: dict, version: str | None) -> str:
 
 
 def _explaining(f: dict, version: str | None) -> tuple:
+    """The known bugs that explain a failure of the summary (fuzz.targets.triage.explaining), by its key's cause
+    (a summary written before failures carried their key: its detail)."""
     from fuzz.targets.registry import TARGETS
 
     path = next(t.path for t in TARGETS if t.name == f["target"])
-    cause = _ANSI.sub("", f["key"].split(" | ", 2)[-1] if f.get("key") else f["detail"])
+    cause = _ANSI.sub("", FailureKey.from_json(f["key"]).cause if f.get("key") else f["detail"])
     calls = (*map(Case.parse, f.get("before", ())), Case.parse(f["case"]))  # older summaries: no "before"
     return triage.explaining(f["kind"], cause, calls, path, version)
 

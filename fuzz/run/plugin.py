@@ -27,7 +27,7 @@ import pytest
 from fuzz.generate.profiles import PROFILES, TIME_BOXES, budget_for, database, register_profiles
 from fuzz.run import kernel_cache
 from fuzz.run.events import EventLog, path_for
-from fuzz.run.report import RunReport, merge_parts
+from fuzz.run.report import FailedTest, RunReport, merge_parts
 from fuzz.run.session import FuzzSession, Options, resumable
 from fuzz.run.worker import DEFAULT_TIMEOUT
 from fuzz.targets.known_bugs import MASK_POLICIES
@@ -399,9 +399,8 @@ class FailedTests:
 
     def pytest_runtest_logreport(self, report):
         if report.failed:
-            self.session.report.errors.append(
-                {"test": report.nodeid, "when": report.when,
-                 "message": str(getattr(report.longrepr, "reprcrash", report.longrepr))[:2000]})
+            self.session.report.errors.append(FailedTest(
+                report.nodeid, report.when, str(getattr(report.longrepr, "reprcrash", report.longrepr))[:2000]))
 
 
 def pytest_runtest_teardown(item):

@@ -9,13 +9,41 @@ JSON (schema 2): {"schema", "profile", "device", "environment", "targets": {name
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fuzz.run.result import CheckResult, CrashAttribution, Failure
 
 SCHEMA = 2
+XPASS = "XPASS(strict)"  # a corpus entry's expected failure did not happen: the finding is the bug's absence
+_CRASH_LINE = re.compile(r"\S+:\d+: (?:[\w.]+\.)?(\w+): ?(.*)", re.S)
+
+
+@dataclass(frozen=True)
+class FailedTest:
+    """A failed test that is no fuzz finding (a corpus replay, a strict xfail that passed, an error in a fixture, a
+    crashed xdist worker's test), as pytest reported it (fuzz.run.plugin.FailedTests)."""
+
+    test: str  # node id
+    when: str  # the phase it failed in: setup, call or teardown
+    message: str  # pytest's crash line: 'path:line: module.Class: text', '[XPASS(strict)] reason', ...
+
+    def parsed(self) -> tuple[str, str]:
+        """(failure class, detail) from the crash line. The one reading of pytest's text: such a failure may come
+        from outside the harness (a raise in pytest or in a fixture), so its line is all the report holds of it."""
+        if self.message.startswith(f"[{XPASS}]"):
+            return XPASS, self.message.removeprefix(f"[{XPASS}]").strip()
+        m = _CRASH_LINE.match(self.message)
+        return (m[1], m[2]) if m else ("error", self.message)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> FailedTest:
+        return cls(d["test"], d["when"], d["message"])
 
 
 @dataclass
@@ -36,7 +64,7 @@ class FailureRecord:
 
     def to_json(self) -> dict:
         f = self.failure
-        return {"test": self.test, "target": self.target, "key": f.key, "kind": f.kind, "case": repr(f.case),
+        return {"test": self.test, "target": self.target, "key": f.key.to_json(), "kind": f.kind, "case": repr(f.case),
                 "detail": f.detail, "cause": f.cause, "bucket": f.bucket, "notes": list(f.notes),
                 "first_hit_seconds": round(self.first_hit_seconds, 3), "examples_before": self.examples_before,
                 "hits": self.hits, "minimal": self.minimal, "reproduced_on_rerun": self.reproduced_on_rerun,
@@ -65,7 +93,7 @@ class RunReport:
     distinct: dict = field(default_factory=lambda: defaultdict(set))  # (target, op) -> case coordinates
     tests: dict = field(default_factory=dict)  # nodeid -> {"target", "op", "seconds", "rounds", "boxed", ...}
     failures: list = field(default_factory=list)  # FailureRecord
-    errors: list = field(default_factory=list)  # {"test", "message"}: failed tests that are not fuzz findings
+    errors: list = field(default_factory=list)  # FailedTest: failed tests that are not fuzz findings
     records: list = field(default_factory=list)  # one dict per checked example
     phases: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> phase -> seconds
     isolation: Counter = field(default_factory=Counter)  # --gdn-isolate workers: calls, starts, crashes, hangs, ...
@@ -94,6 +122,17 @@ class RunReport:
     # ---- reading ---------------------------------------------------------------------------------------------
     def failures_of(self, test: str) -> list[FailureRecord]:
         return [f for f in self.failures if f.test == test]
+
+    def examples_of(self, target: str) -> dict[str, int]:
+        """Examples checked per operation of `target`, by operation name."""
+        return {op: self.examples[(target, op)] for op in sorted(op for name, op in self.examples if name == target)}
+
+    def target_summary(self, name: str) -> dict:
+        """A target as the JSON holds it: its record ("unavailable", "version", "origin", ...) with its examples and
+        distinct cases per operation."""
+        examples = self.examples_of(name)
+        return {**self.targets[name], "examples": examples,
+                "distinct": {op: len(self.distinct[(name, op)]) for op in examples}}
 
     def summary_lines(self) -> list[str]:
         lines = [f"gdn-fuzz profile '{self.profile}' on {self.device}:"]
@@ -132,14 +171,10 @@ class RunReport:
 
     # ---- JSON ------------------------------------------------------------------------------------------------
     def to_json(self) -> dict:
-        targets = {}
-        for name, t in self.targets.items():
-            ops = {op for tn, op in self.examples if tn == name}
-            targets[name] = {**t, "examples": {op: self.examples[(name, op)] for op in sorted(ops)},
-                             "distinct": {op: len(self.distinct[(name, op)]) for op in sorted(ops)}}
         return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
-                "targets": targets, "tests": self.tests, "failures": [f.to_json() for f in self.failures],
-                "errors": self.errors, "records": self.records, "isolation": dict(self.isolation),
+                "targets": {name: self.target_summary(name) for name in self.targets}, "tests": self.tests,
+                "failures": [f.to_json() for f in self.failures], "errors": [e.to_json() for e in self.errors],
+                "records": self.records, "isolation": dict(self.isolation),
                 "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache,
                 "warm": self.warm, "time_box": self.time_box}
 
@@ -154,7 +189,7 @@ class RunReport:
             report.distinct[(r["target"], r["op"])].add(r["case"])
         report.tests = d.get("tests", {})
         report.failures = [FailureRecord.from_json(f) for f in d.get("failures", [])]
-        report.errors = d.get("errors", [])
+        report.errors = [FailedTest.from_json(e) for e in d.get("errors", [])]
         report.records = d["records"]
         for t, p in d.get("phases", {}).items():
             report.phases[t].update(p)
@@ -206,18 +241,18 @@ def merge_parts(report: RunReport, path: str | Path, skip: set[str] = frozenset(
     return found
 
 
-def load(path: str | Path) -> dict | None:
-    """A run's report JSON: the merged one, or, from a run killed before it merged (pytest-xdist), its workers'
-    parts merged here; None when there is neither."""
+def load(path: str | Path) -> RunReport | None:
+    """A run's report: the merged one, or, from a run killed before it merged (pytest-xdist), its workers' parts
+    merged here; None when there is neither."""
     path = Path(path)
     if path.exists():
-        return json.loads(path.read_text())
+        return RunReport.from_json(json.loads(path.read_text()))
     found = parts(path)
     if not found:
         return None
     first = RunReport.from_json(json.loads(next(iter(found.values())).read_text()))
     merge_parts(first, path, skip={next(iter(found))})
-    return first.to_json()
+    return first
 
 
 def _stopped(test: dict) -> str:

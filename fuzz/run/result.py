@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from fuzz.case import Case
 from fuzz.judge.failures import KINDS, GdnFailure, keyed
 from fuzz.judge.verdict import Comparison
+from fuzz.run.failure_key import FailureKey
 
 
 def in_phase(phase: str | None) -> str:
@@ -79,9 +80,9 @@ class Failure:
     before: tuple[Case, ...] = ()
 
     @property
-    def key(self) -> str:
+    def key(self) -> FailureKey:
         """The failure's identity: kind x dispatch bucket x cause."""
-        return f"{self.kind} | {self.bucket} | {self.cause}"
+        return FailureKey.of(self.kind, self.bucket, self.cause)
 
     @property
     def message(self) -> str:
@@ -89,7 +90,7 @@ class Failure:
 
     def exception(self) -> GdnFailure:
         """The typed exception to raise (its class is keyed, so Hypothesis shrinks each key on its own)."""
-        error = keyed(KINDS[self.kind], self.key)(self.case, self.detail, self.cause)
+        error = keyed(KINDS[self.kind], self.key.to_json())(self.case, self.detail, self.cause)
         for note in self.notes:
             error.add_note(note)
         error.failure = self

@@ -122,7 +122,7 @@ def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: 
             "seconds": round(time.monotonic() - test.started, 2),
             "box": None if test.deadline is None else round(test.deadline - test.started, 3),
             "bound": None if test.cap is None else round(test.cap - test.started, 3), "boxed": test.boxed,
-            "failures": list(test.reported)}
+            "failures": [key.to_json() for key in test.reported]}
     return found
 
 

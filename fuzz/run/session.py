@@ -37,6 +37,7 @@ from fuzz.generate.profiles import Budget, sized
 from fuzz.generate.strategies import cases, large_buckets
 from fuzz.run.campaign_tables import size
 from fuzz.run.events import EventLog
+from fuzz.run.failure_key import FailureKey
 from fuzz.run.harness import check
 from fuzz.run.kernel_cache import KernelCache
 from fuzz.run.reduce import reduce
@@ -221,7 +222,7 @@ class FuzzSession:
         if self.options.live_log:
             with open(self.options.live_log, "a") as f:
                 f.write(json.dumps({"target": target.name, "kind": failure.kind, "case": repr(failure.case),
-                                    "key": failure.key,
+                                    "key": failure.key.to_json(),
                                     "detail": failure.detail.splitlines()[0][:1000]}) + "\n")
 
     # ---- one fuzz test: rounds -----------------------------------------------------------------------------------
@@ -250,7 +251,7 @@ class FuzzSession:
         self.report.tests[nodeid] = {
             "target": target.name, "op": op, "rounds": test.rounds, "checked": test.checked,
             "seconds": round(time.monotonic() - test.started, 2), "box": box, "bound": bound, "boxed": test.boxed,
-            "failures": list(test.reported)}
+            "failures": [key.to_json() for key in test.reported]}
         return list(test.reported.values())
 
     def _round(self, test: TestRun, test_fn, examples: int, base_seed: int) -> None:
@@ -299,7 +300,7 @@ class FuzzSession:
             self._finish_shrink(test, key, logged)
         test.round_failed_at = None
 
-    def _finish_shrink(self, test: TestRun, key: str, logged: Case) -> None:
+    def _finish_shrink(self, test: TestRun, key: FailureKey, logged: Case) -> None:
         """Reduce a logged failure with this session's check, for at most --gdn-shrink-seconds, and report it; the
         failure key must stay the same. A logged case that no longer fails so is left to the rounds."""
         def failure_of(case: Case) -> Failure | None:
@@ -320,16 +321,16 @@ class FuzzSession:
         test.reported[key].minimal = finished  # the reducer's shrink, which --gdn-no-shrink does not turn off
 
 
-def resumable(live: Path, target: str, op: str) -> dict[str, Case]:
+def resumable(live: Path, target: str, op: str) -> dict[FailureKey, Case]:
     """The failures an earlier run logged (--gdn-live-log) on `target` and `op` and did not report minimal: failure
     key -> its smallest logged case. The run's report, where it sits beside the log as a campaign names them
     (NAME.json beside NAME-failures.jsonl), says which it reported minimal; without one, every key is taken."""
     beside = live.with_name(live.name.removesuffix("-failures.jsonl") + ".json")
     report = load_report(beside) if live.name.endswith("-failures.jsonl") else None
-    done = {f.get("key") for f in (report or {}).get("failures", []) if f["minimal"]}
-    smallest: dict[str, Case] = {}
+    done = {f.failure.key for f in report.failures if f.minimal} if report else set()
+    smallest: dict[FailureKey, Case] = {}
     for d in map(json.loads, filter(None, live.read_text().splitlines())):
-        case, key = Case.parse(d["case"]), d["key"]
+        case, key = Case.parse(d["case"]), FailureKey.from_json(d["key"])
         if d["target"] == target and case.op == op and key not in done and \
                 (key not in smallest or size(case) < size(smallest[key])):
             smallest[key] = case
