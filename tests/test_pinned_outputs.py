@@ -36,7 +36,7 @@ def pinned(name: str, text: str) -> None:
 
 @pytest.fixture(scope="module")
 def result() -> gate.Result:
-    sides = [gate.Side(name, Installation(name, ""), [f"flashinfer=fuzz.standins.{name}"]) for name in gate.SIDES]
+    sides = [gate.Side(name, Installation(name, ""), {"flashinfer": f"fuzz.standins.{name}"}) for name in gate.SIDES]
     for s in sides:
         s.where.spec = f"/pinned/{s.name}"  # a path of no machine's
         s.returncode, s.seconds = 1, 12.5

@@ -79,7 +79,7 @@ class Plan:
 class Side:
     name: str  # "baseline" or "candidate"
     where: Installation
-    overrides: list = field(default_factory=list)  # FAMILY=module specs passed as --gdn-target
+    overrides: dict[str, str] = field(default_factory=dict)  # family -> module[:attr], passed as --gdn-target
     returncode: int | None = None
     report: RunReport | None = None  # the side's --gdn-report (None: it wrote none)
     ran: set = field(default_factory=set)  # test ids it ran (not skipped)
@@ -96,7 +96,7 @@ class Side:
                 f"--gdn-live-log={out / f'{self.name}-failures.jsonl'}", f"--gdn-events={events_file(out, self.name)}",
                 *(["-k", plan.selection] if plan.selection else []),
                 *([f"--gdn-require={','.join(plan.families)}"] if plan.families else []),
-                *(f"--gdn-target={o}" for o in self.overrides), *plan.extra]
+                *(f"--gdn-target={family}={module}" for family, module in self.overrides.items()), *plan.extra]
 
     def read(self, out: Path) -> None:
         """Read back the side's report from `out` and the tests it ran (its JUnit XML's and its report's); nothing
@@ -106,7 +106,12 @@ class Side:
             self.ran = ran_tests(out / f"{self.name}.xml") | set(self.report.tests)
 
     def override(self, family: str) -> str | None:
-        return next((o.partition("=")[2] for o in self.overrides if o.partition("=")[0] == family), None)
+        return self.overrides.get(family)
+
+    @property
+    def overrides_text(self) -> str:
+        """The overrides as the command line gave them ('' for none), for the reports."""
+        return ", ".join(f"{family}={module}" for family, module in self.overrides.items())
 
     def versions(self, plan: Plan) -> list[str]:
         return sorted({f"{name} {t['version']}" for name, t in self.report.targets.items()
@@ -392,13 +397,14 @@ def main(argv: list[str] | None = None) -> int:
     gate.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for both sides")
     args = parser.parse_args(argv)
 
+    from fuzz.targets.registry import FAMILIES, parse_overrides
+
     try:
-        sides = [Side(name, Installation(name, getattr(args, name)), getattr(args, f"{name}_override"))
-                 for name in SIDES]
+        sides = [Side(name, Installation(name, getattr(args, name)),
+                      parse_overrides(getattr(args, f"{name}_override"), f"--{name}-override")) for name in SIDES]
     except ValueError as e:
         gate.error(str(e))
     from fuzz.generate.profiles import PROFILES
-    from fuzz.targets.registry import FAMILIES
 
     if args.profile not in PROFILES:
         gate.error(f"--profile {args.profile}: not a gdn-fuzz profile; expected one of {', '.join(PROFILES)}")

@@ -58,7 +58,7 @@ def _plan_line(result: Result) -> str:
 
 def _side_line(side, plan) -> str:
     versions = ", ".join(side.versions(plan)) or "no library version"
-    return f"{side.where.spec}" + (f" with {', '.join(side.overrides)}" if side.overrides else "") + f" ({versions})"
+    return f"{side.where.spec}" + (f" with {side.overrides_text}" if side.overrides else "") + f" ({versions})"
 
 
 def _shared_line(result: Result) -> str:
@@ -258,7 +258,7 @@ def _runs_table(result: Result) -> str:
     for s in result.sides:
         env = s.report.environment
         examples = sum(n for name in s.report.targets for n in s.report.examples_of(name).values())
-        rows.append([_e(s.name), f"<code>{_e(s.where.spec)}</code>", _e(", ".join(s.overrides) or "-"),
+        rows.append([_e(s.name), f"<code>{_e(s.where.spec)}</code>", _e(s.overrides_text or "-"),
                      _e(", ".join(s.versions(result.plan)) or "-"), _n(s.returncode), _n(len(s.ran)), _n(examples),
                      _n(f"{s.seconds:.0f} s"), _e(f"{env.get('gpu') or 'CPU'}; torch {env.get('torch', '?')}")])
     return _table(["side", "installation", "overrides", "versions", "pytest exit", "tests run", "examples",

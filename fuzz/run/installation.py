@@ -48,7 +48,7 @@ class Installation:
                                     stderr=subprocess.STDOUT, env={**os.environ, **self.env, **self.caches()},
                                     start_new_session=True)  # its own process group: a kill reaches its workers
 
-    def libraries(self, families: list[str], overrides: list[str]) -> dict | None:
+    def libraries(self, families: list[str], overrides: dict[str, str]) -> dict | None:
         """Per family: where this installation loads it from, {"version", "where", "override"}, or {"why"} it does
         not load (the targets' own reason); None when the interpreter could not even say (the run reports that)."""
         probe = subprocess.run([self.python, "-c", f"from {__name__} import probe; probe()", json.dumps(
@@ -82,10 +82,10 @@ def parse(spec: str) -> Installation:
 
 def probe() -> None:
     """Installation.libraries, in the installation's interpreter: one JSON line on stdout."""
-    from fuzz.targets.registry import FAMILIES, parse_overrides, set_overrides
+    from fuzz.targets.registry import FAMILIES, set_overrides
 
     asked = json.loads(sys.argv[1])
-    set_overrides(parse_overrides(asked["overrides"]))
+    set_overrides(asked["overrides"])
     found = {}
     for name in asked["families"]:
         family = FAMILIES[name]
