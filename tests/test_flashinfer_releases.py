@@ -111,9 +111,9 @@ def test_support_narrowed_intersects_ops_and_lowers_maxima():
 
 
 # ---- the stand-in behind each release's signatures -----------------------------------------------------------------
-def test_release_objects_mimic_an_api_not_a_release():
+def test_release_objects_mimic_a_release_on_the_cpu():
     for release, api in RELEASES.items():
-        assert api.api_release == release and not hasattr(api, "__version__")
+        assert api.api_release == api.__version__ == release and api.RUNS_ON == "cpu"
         for name, params in RELEASE_SIGNATURES[release].items():
             assert str(inspect.signature(getattr(api, name))) == f"({params})"
     with pytest.raises(TypeError):
@@ -150,7 +150,8 @@ def _recorder(release: str) -> SimpleNamespace:
         recorded.__signature__, recorded.__name__ = sig, name
         return recorded
 
-    return SimpleNamespace(api_release=release, calls=calls, **{n: wrap(n) for n in RELEASE_SIGNATURES[release]})
+    return SimpleNamespace(__version__=release, api_release=release, RUNS_ON="cpu", calls=calls,
+                           **{n: wrap(n) for n in RELEASE_SIGNATURES[release]})
 
 
 RECORDERS = types.ModuleType("_gdn_release_recorders")  # an importable home for the override spec
@@ -207,18 +208,21 @@ def test_standin_releases_through_pytest_report_no_type_errors():
 
 
 # ---- narrowing and reasons, per API --------------------------------------------------------------------------------
-NARROWED = {  # what each mimicked API narrows (an override is no release: signatures alone decide)
+# What each mimicked API narrows: its signatures, and its release's version where the release routes what its
+# signature cannot show (as the installed release does; these run on no GPU, so SM100-only routes are off)
+_SEQUENCE_ORDERED = dict(pool=False, split_write=False, strided_pool=False)  # prefill before 0.7.0 (SM90)
+NARROWED = {
     "0.6.5": {"flashinfer-pretranspose-fp32": dict(pool=False, split_write=False, intermediate=False, no_update=False),
               "flashinfer-bf16": dict(pool=False, split_write=False, intermediate=False, no_update=False),
               "flashinfer-decode-kmajor": {}, "flashinfer-mtp-fp32": dict(split_write=False, token_slots=False),
-              "flashinfer-prefill-chunk": dict(pool=False, split_write=False)},
+              "flashinfer-prefill-chunk": _SEQUENCE_ORDERED},
     "0.6.10": {"flashinfer-pretranspose-fp32": dict(intermediate=False, no_update=False),
                "flashinfer-bf16": dict(intermediate=False, no_update=False), "flashinfer-decode-kmajor": {},
                "flashinfer-mtp-fp32": dict(split_write=False, token_slots=False),
-               "flashinfer-prefill-chunk": dict(pool=False, split_write=False)},
+               "flashinfer-prefill-chunk": _SEQUENCE_ORDERED},
     "0.6.16.post4": {"flashinfer-pretranspose-fp32": dict(intermediate=False, no_update=False),
                      "flashinfer-bf16": dict(intermediate=False, no_update=False), "flashinfer-decode-kmajor": {},
-                     "flashinfer-mtp-fp32": {}, "flashinfer-prefill-chunk": dict(pool=False, split_write=False)},
+                     "flashinfer-mtp-fp32": {}, "flashinfer-prefill-chunk": _SEQUENCE_ORDERED},
     "0.7.2.post1": {"flashinfer-pretranspose-fp32": {}, "flashinfer-bf16": {}, "flashinfer-decode-kmajor": {},
                     "flashinfer-mtp-fp32": {}, "flashinfer-prefill-chunk": dict(pool=False, split_write=False)},
     "0.7.4": {name: {} for name in CORE},
@@ -228,15 +232,21 @@ NARROWED["0.6.11"] = NARROWED["0.6.10"]
 
 @pytest.mark.parametrize("release", sorted(NARROWED))
 def test_support_narrowing_per_release_api(release, override):
+    """Each mimicked API reports its release: narrowed by its signatures and routed by its version, within that
+    release's contract (K = V = 128, T <= 4 on 0.6.5's bf16 kernels) but with no device requirement (a CPU stand-in)."""
     override(f"fuzz.standins.flashinfer_cpu:release_{release.split('.post')[0].replace('.', '_')}")
     for name in CORE:
         target = BY_NAME[name]
+        assert target.release() == release
         assert target.release_narrowing() == NARROWED[release][name], name
         sup = target.declared()
         for field, value in NARROWED[release][name].items():
             assert getattr(sup, field) == value, (name, field)
+        assert sup.head_dims == ((128, 128),) and sup.arch == (), name
+        assert sup.max_T == (4 if name == "flashinfer-bf16" and release == "0.6.5" else None), name
     prefill = BY_NAME["flashinfer-prefill-chunk"].plan()
-    assert prefill.pool == (release != "0.6.5" and release not in ("0.6.10", "0.6.11")) and not prefill.prenormalize
+    assert prefill.pool == release.startswith("0.7.")  # state_indices on SM90 from 0.7.0
+    assert prefill.prenormalize == (not release.startswith("0.7."))  # use_qk_l2norm_in_kernel honoured from 0.7.1
 
 
 @pytest.mark.parametrize(("release", "reasons"), [
@@ -322,7 +332,7 @@ def test_flags_before_0_6_8(installed):
     # 0.6.6 takes initial_state*, but only for bf16 states: the fp32 pretranspose runs on the batch's states
     ("0.6.6", "0.6.10", "flashinfer-pretranspose-fp32",
      dict(pool=False, split_write=False, intermediate=False, no_update=False)),
-    ("0.6.6", "0.6.10", "flashinfer-bf16", dict(intermediate=False, no_update=False, max_T=4)),
+    ("0.6.6", "0.6.10", "flashinfer-bf16", dict(intermediate=False, no_update=False)),  # T <= 4: the contract's
     ("0.6.7.post3", "0.6.10", "flashinfer-pretranspose-fp32", dict(intermediate=False, no_update=False,
                                                                     strided_pool=False)),
     ("0.6.8", "0.6.10", "flashinfer-bf16", dict(intermediate=False, no_update=False)),
@@ -334,10 +344,15 @@ def test_flags_before_0_6_8(installed):
     ("0.7.4", "0.7.4", "flashinfer-prefill-chunk", {}),
 ])
 def test_installed_release_routing(installed, version, api, name, narrowing):
+    """What the installed release's signatures and version narrow; its contract (fuzz.targets.flashinfer_contract)
+    bounds what is drawn beside that: K = V = 128, its GPUs, and T <= 4 on the bf16 kernels before 0.6.8."""
     installed(version, api)
     target = BY_NAME[name]
     assert target.unavailable_reason("cuda") is None
     assert target.release_narrowing() == narrowing
+    sup = target.declared()
+    assert sup.head_dims == ((128, 128),) and sup.arch == target.support.arch and 9 in sup.arch
+    assert sup.max_T == (4 if name == "flashinfer-bf16" and version == "0.6.6" else None)
 
 
 @pytest.mark.parametrize(("version", "api", "pool", "prenormalize"), [

@@ -41,15 +41,30 @@ class Budget:
     plan_size: int = 0
     open_every: int = 16
     plan_seed: int = 0
+    # CPU budgets: a case whose K or V reaches heavy_dim (a release's K = V = 128, which its contract holds a CPU
+    # stand-in to) costs 10-30x one at the CPU dims (its pool, buffers and their seeded values grow with K * V), so it
+    # draws at most heavy_B requests, heavy_pool spare slots and heavy_T tokens, and straddles no dispatch threshold
+    # past heavy_B (for_dims). None: no cap (GPU budgets).
+    heavy_dim: int | None = None
+    heavy_B: int = 2
+    heavy_pool: int = 4
+    heavy_T: int = 4
+
+    def for_dims(self, K: int, V: int) -> Budget:
+        """The budget for a case of head dims K, V: capped where they are heavy on this budget's machine."""
+        if self.heavy_dim is None or max(K, V) < self.heavy_dim:
+            return self
+        return dataclasses.replace(self, max_B=min(self.max_B, self.heavy_B), max_pool=min(self.max_pool,
+                                   self.heavy_pool), max_T=min(self.max_T, self.heavy_T))
 
 
 CPU_DIMS = ((8, 16), (16, 8), (4, 8), (8, 8), (16, 16))
 GPU_DIMS = ((128, 128), (64, 128), (128, 64), (128, 256), (32, 32))
 
 BUDGETS = {
-    "ci": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12),
-    "dev": Budget("cpu", CPU_DIMS, max_B=6, max_T=16, max_pool=24),
-    "gate": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12),
+    "ci": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12, heavy_dim=64),
+    "dev": Budget("cpu", CPU_DIMS, max_B=6, max_T=16, max_pool=24, heavy_dim=64, heavy_B=3, heavy_pool=6, heavy_T=6),
+    "gate": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12, heavy_dim=64),
     "h200": Budget("cuda", GPU_DIMS, max_B=96, max_T=12, max_pool=512, large_bytes=None, t_choices=(1, 2, 4, 6, 8, 12),
                    scales=(None,), gaps=(0, 1), warm_calls=True, plan_size=8, open_every=32),
 }

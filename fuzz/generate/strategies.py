@@ -71,6 +71,7 @@ WRITES = ("same", "split", "token")
 def draw_bucket(choice, sup: Support, op: str, budget: Budget) -> Bucket:
     """A bucket inside the support; `choice(options)` picks one (Hypothesis' draw, or a seeded Random's)."""
     K, V = choice(sup.head_dims or budget.head_dims)
+    budget = budget.for_dims(K, V)
     if sup.heads:
         H, HV = choice(sup.heads)
     else:
@@ -186,6 +187,9 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large
     else:
         planned = budget.plan_size and draw(st.integers(0, budget.open_every - 1)) < budget.open_every - 1
         bucket = pick(bucket_plan(target.name, op, sup, budget)) if planned else draw_bucket(pick, sup, op, budget)
+    capped = budget.for_dims(bucket.K, bucket.V)  # heavy head dims on a CPU budget: fewer requests, a smaller pool
+    straddle_B = MAX_STRADDLE_B if capped is budget else capped.max_B
+    budget = capped
     H, HV, T = bucket.H, bucket.HV, bucket.T
     if H > 1 and sup.invalid_gva and not large and draw(st.integers(0, 19)) == 19:
         HV = H + 1  # illegal GVA ratio: every target must reject it cleanly
@@ -199,7 +203,7 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large
     most = min(budget.max_B, 4, spare) if large else budget.max_B
     B = draw(st.integers(min(sup.least_B(H, T), most), most))
     if not large:
-        B = draw(straddle(target, bucket, B, H, HV, sup))
+        B = draw(straddle(target, bucket, B, H, HV, sup, straddle_B))
     seqlens = ()
     if op == "prefill":
         max_T = min(budget.max_T, sup.max_T or budget.max_T)
@@ -236,14 +240,15 @@ MAX_IDS = 4096  # slot ids one case draws at most (a slot per token past that: m
 
 
 @st.composite
-def straddle(draw, target: Target, bucket: Bucket, B: int, H: int, HV: int, sup: Support) -> int:
+def straddle(draw, target: Target, bucket: Bucket, B: int, H: int, HV: int, sup: Support,
+             most: int = MAX_STRADDLE_B) -> int:
     """B, or, for half the cases of a bucket with dispatch thresholds (fuzz.targets.dispatch), the batch just short
-    of or just past one of them, so a test crosses every threshold of its release early, not by luck. The zero
-    choice keeps B: a minimal case sheds the crossing unless the failure needs it."""
+    of or just past one of them (at most `most` requests), so a test crosses every threshold of its release early,
+    not by luck. The zero choice keeps B: a minimal case sheds the crossing unless the failure needs it."""
     sms = dispatch.num_sms()
     rows = [(t, above) for t in dispatch.thresholds(target.path, target.release())
             if t.applies(max(bucket.T, 1), bucket.buffer, bucket.update) for above in (False, True)
-            if 1 <= t.batch(above, H, HV, sms) <= MAX_STRADDLE_B]
+            if 1 <= t.batch(above, H, HV, sms) <= most]
     if not rows or draw(st.integers(0, 1)) == 0:
         return B
     threshold, above = draw(st.sampled_from(rows))

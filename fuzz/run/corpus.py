@@ -143,6 +143,7 @@ def save(directory: Path, case: Case, target: str, library: str, versions: str, 
 
 
 def save_failure(directory: Path, target, failure: Failure, environment: dict | None = None) -> Path:
-    release = target.release()
+    # An override's finding holds for the module, not for the release it may report (a stand-in of one): no versions
+    release = None if target.overridden else target.release()
     return save(directory, failure.case, target.name, target.family.name, f"=={release}" if release else "",
                 failure.kind, failure.detail.splitlines()[0][:200], environment=environment)

@@ -1,6 +1,8 @@
 """One differential check: Case -> tensors -> expected values (oracle and model) -> target -> verdict -> CheckResult.
 
-`check` returns what happened; it raises only when the harness itself breaks (a bug of ours, never a finding)."""
+`check` returns what happened; it raises only when the harness itself breaks (a bug of ours, never a finding). An
+error by which the library says it does not support this device (fuzz.targets.unsupported) is no finding either: the
+result then says the target is unavailable, with the library's reason."""
 from __future__ import annotations
 
 import time
@@ -18,6 +20,7 @@ from fuzz.run.memory import exclusive_if_heavy
 from fuzz.run.result import CheckResult, Failure
 from fuzz.targets.api import AdapterError
 from fuzz.targets.base import Target
+from fuzz.targets.unsupported import UnsupportedHere, unsupported_here
 
 PHASES = ("tensors", "oracle", "warm-up call", "kernel call", "verdict")  # what check() tells its on_phase hook
 
@@ -70,18 +73,20 @@ class _Check:
 def check(target: Target, case: Case, device: str, on_phase=None) -> CheckResult:
     """Run the case on the target and judge it. on_phase(name), if given, is told each PHASES entry as it begins."""
     run = _Check(device, on_phase)
-    failure = unjudged = None
+    failure = unjudged = unavailable = None
     with exclusive_if_heavy(case, device, target.offset_bits()):  # one memory-heavy check at a time per device
         try:
             _differential(target, case, run)
         except GdnFailure as error:
             failure = Failure.from_exception(error, failure_bucket(target, case), _notes(error))
+        except UnsupportedHere as error:  # the library's word on the device: no verdict, the target is unavailable
+            unavailable = str(error)
         except torch.OutOfMemoryError as error:  # the device's limit, not the kernel's: never a finding
             unjudged = f"out of memory: {normalized(str(error))}"
             if str(device).startswith("cuda"):
                 torch.cuda.empty_cache()
     return CheckResult(target.name, case, dispatch_bucket(target, case), failure, tuple(run.compared), run.phases,
-                       tuple(run.events), unjudged)
+                       tuple(run.events), unjudged, unavailable)
 
 
 def _notes(error: GdnFailure) -> tuple[str, ...]:
@@ -117,9 +122,16 @@ def _differential(target: Target, case: Case, run: _Check) -> None:
     except (AdapterError, torch.OutOfMemoryError):
         raise  # our adapter's defect, or the device's memory: never a finding
     except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
-        raise RejectedValidInput.raised(case, e) from e
+        raise library_error(case, e) from e
     with run.phase("verdict"):
         judge(case, target.path, sem, t, got, want, run.compared)
+
+
+def library_error(case: Case, error: Exception) -> Exception:
+    """What the library raising `error` on a valid case means: UnsupportedHere when it says this device is not
+    supported (fuzz.targets.unsupported), else RejectedValidInput (a finding)."""
+    why = unsupported_here(error)
+    return UnsupportedHere(why) if why else RejectedValidInput.raised(case, error)
 
 
 def _warm_up(target: Target, case: Case, device: str) -> None:

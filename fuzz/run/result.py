@@ -116,9 +116,13 @@ class CheckResult:
     phases: dict = field(default_factory=dict)  # seconds per phase: tensors, oracle, kernel, verdict
     events: tuple[str, ...] = ()  # coverage labels for --hypothesis-show-statistics
     unjudged: str | None = None  # why the case could not be judged here (the device ran out of memory): no verdict
+    # the library says it does not support this device (fuzz.targets.unsupported): the target is unavailable, why
+    unavailable: str | None = None
 
     @property
     def outcome(self) -> str:
+        if self.unavailable:
+            return "unavailable"
         return "unjudged" if self.unjudged else "pass" if self.failure is None else self.failure.kind
 
     @property

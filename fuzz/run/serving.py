@@ -9,7 +9,8 @@ judged exactly as one case alone is (fuzz.judge.verdict.judge), on state carried
 
 Checks per call (ServingRun.execute), in order; the first that fails is the call's failure:
   1. the pool holds what the record says (else StateLeak: state changed between calls);
-  2. the call, with output=None where the Case says so (a rejection: RejectedValidInput);
+  2. the call, with output=None where the Case says so (a rejection: RejectedValidInput; the library's "unsupported
+     on this device": UnsupportedHere, which ends the test as skipped, the target unavailable);
   3. a returned output (output=None) shares memory with an input, the pool, the intermediate buffer or an output of an
      earlier call, or an earlier call's output changed (OutputAliased);
   4. the allocation's guards and gaps (GuardBreach); a slot that no request of the call names (nor slot 0 where the
@@ -51,10 +52,10 @@ from fuzz.case import DTYPE_NAMES
 from fuzz.generate.materialize import GUARD_SLOTS, Guarded, Tensors, bits, materialize
 from fuzz.generate.serving import Step, compile_changes
 from fuzz.judge.failures import (GdnFailure, GuardBreach, OutputAliased, OutputMismatch, PoolCorruption,
-                                 RejectedValidInput, StaleCompile, StateLeak, normalized)
+                                 StaleCompile, StateLeak, normalized)
 from fuzz.judge.oracle import expected
 from fuzz.judge.verdict import judge
-from fuzz.run.harness import _Check, _notes, dispatch_bucket, failure_bucket
+from fuzz.run.harness import _Check, _notes, dispatch_bucket, failure_bucket, library_error
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.worker import DEFAULT_TIMEOUT, Worker, current_overrides
 from fuzz.targets.base import Target
@@ -251,7 +252,7 @@ class ServingRun:
             with run.phase("kernel"):
                 return self.target.call(case, t)  # Case.output_given False: the adapter passes output=None
         except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
-            raise RejectedValidInput.raised(case, e) from e
+            raise library_error(case, e) from e  # UnsupportedHere (this device) ends the sequence, unjudged
 
     def _check_aliasing(self, case, t: Tensors, got) -> None:
         n = len(self.steps)

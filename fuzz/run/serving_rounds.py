@@ -31,6 +31,7 @@ from fuzz.run.result import CheckResult, Failure, failures_in
 from fuzz.run.serving import Alone, ServingRun, final_replay, shortest
 from fuzz.run.session import TestRun, _seed_of, active_session, round_size
 from fuzz.targets.base import Target
+from fuzz.targets.unsupported import UnsupportedHere
 
 OP = "serving"  # the operation name of serving tests in the run report
 FIRST_ROUND = 4  # sequences in a time-boxed test's first round, before its cost per sequence is known
@@ -173,9 +174,12 @@ def serving_test():
                                  options.bound_seconds)
         calls = options.examples or settings.default.max_examples
         bugs = target.serving_bugs(options.masks)  # single-call known bugs masked under every policy
-        found = run_serving(target, session.budget, bugs, target.device(session.budget.device), test,
-                            examples=max(1, calls // STEPS), shrink=options.shrink, timeout=options.timeout,
-                            seed_=options.seed if options.seed is not None else _seed_of(nodeid, session.profile))
+        try:
+            found = run_serving(target, session.budget, bugs, target.device(session.budget.device), test,
+                                examples=max(1, calls // STEPS), shrink=options.shrink, timeout=options.timeout,
+                                seed_=options.seed if options.seed is not None else _seed_of(nodeid, session.profile))
+        except UnsupportedHere as e:  # the library does not support this device: unavailable, not a finding
+            pytest.skip(session.unsupported_here(target, str(e)))
         if found:
             lines = [f"{len(found)} distinct failure(s) of {target.name} in serving sequences (kind x bucket x cause):"]
             for f in found:

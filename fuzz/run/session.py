@@ -47,6 +47,7 @@ from fuzz.run.result import CheckResult, Failure, failures_in
 from fuzz.run.worker import DEFAULT_TIMEOUT, attributed, check_isolated, worker_for
 from fuzz.targets.base import Target
 from fuzz.targets.known_bugs import masked_reason
+from fuzz.targets.unsupported import UnsupportedHere
 
 CACHE_SIZE = 20_000  # results kept per session (a coordinate and a small result each)
 FIRST_ROUND = 10  # examples in a time-boxed test's first round, before its cost per example is known
@@ -146,6 +147,13 @@ class FuzzSession:
                 "ops_off": {op: why for op in sorted(target.support.ops)
                             if not self.unavailable[target.name] and (why := self.masked_reason(target, op))}}
         return self.unavailable[target.name]
+
+    def unsupported_here(self, target: Target, reason: str) -> str:
+        """The library said at a call that it does not support this device (fuzz.targets.unsupported): the target is
+        unavailable from now on, with that reason, in this run's report too. Returns the skip message."""
+        self.unavailable[target.name] = reason
+        self.report.targets.setdefault(target.name, {"origin": _origin(target)})["unavailable"] = reason
+        return f"{target.name} unavailable: {reason}"
 
     def bugs(self, target: Target):
         return target.known_bugs(self.options.masks)
@@ -380,6 +388,8 @@ def fuzz_test(op: str, large: bool = False):
         result = session.example(target, op, case)
         if result is None:  # past the time box: drawn, not checked
             return
+        if result.unavailable:  # the library does not support this device: no verdict, the test is skipped
+            raise UnsupportedHere(session.unsupported_here(target, result.unavailable))  # a SkipTest
         if result.unjudged:  # the device could not hold it: no verdict either way (the report counts these)
             hypothesis.event(f"unjudged: {result.unjudged}")
             hypothesis.reject()

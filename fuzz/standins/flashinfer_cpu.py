@@ -23,6 +23,9 @@ from types import SimpleNamespace
 import torch
 
 _INDEX = (torch.int32, torch.int64)
+# Where this module runs (fuzz.targets.contract.runs_on). The module itself reports no release: it is the 0.7.4 API
+# at any size, without the release's preconditions (release_api below adds a release's).
+RUNS_ON = CPU = "cpu"
 
 
 class FlashInferCPU:
@@ -305,11 +308,13 @@ __all__ = ["FlashInferCPU", "chunk_gated_delta_rule", "gated_delta_rule_decode",
 
 
 # ---- older releases' APIs -------------------------------------------------------------------------------------------
-# The stand-in as an older release's API: the four entry points take exactly that release's parameters, in its
-# positional order, with its defaults (read from each wheel's AST, docs/research/flashinfer-releases.md §1); any other
-# keyword is a TypeError, as there. What runs is the full (0.7.4) stand-in above: these objects mimic a release's
-# signatures, never its kernels, routing or bugs, and they are no release (no __version__; `api_release` names the
-# release whose API they mimic), so the adapters must read what they can do from the signatures alone.
+# The stand-in as a release's API: the four entry points take exactly that release's parameters, in its positional
+# order, with its defaults (read from each wheel's AST, docs/research/flashinfer-releases.md §1); any other keyword is
+# a TypeError, as there. Each reports the release it imitates (`__version__`; `api_release` too) and RUNS_ON = "cpu":
+# the fuzzer holds it to that release's contract (fuzz.targets.flashinfer_contract: head dims, state dtypes, T) but not
+# to its GPU, and a call outside the contract raises AssertionError, as the release's asserts do. What runs inside is
+# the full (0.7.4) stand-in above: these objects mimic a release's signatures and preconditions, never its kernels'
+# routing or bugs.
 _COMMON = "q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None, use_qk_l2norm=True"
 _MTP = "q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale=None, output=None"
 _CHUNK = ("q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None, "
@@ -369,14 +374,38 @@ def _signature(name: str, params: str):
     return inspect.signature(namespace[name])
 
 
-def _with_signature(name: str, params: str, full):
-    """`full` behind exactly `params`: binding raises TypeError as the release would; the bound arguments (release
-    defaults applied) go to `full` as keywords."""
+# The contract path each entry point runs (the pretranspose by its state dtype: bf16 kernels or the fp32 path)
+_PATHS = {"gated_delta_rule_mtp": "flashinfer.mtp.fp32", "gated_delta_rule_decode": "flashinfer.decode.kmajor",
+          "chunk_gated_delta_rule": "flashinfer.prefill.chunk"}
+
+
+def require_contract(release: str, name: str, arguments: dict) -> None:
+    """Raise AssertionError, as `release` does, when the call's head dims, state dtype or T are outside its contract
+    (fuzz.targets.flashinfer_contract; the device requirement is the one thing a CPU stand-in does not keep)."""
+    from fuzz.targets.contract import contract_for
+    from fuzz.targets.flashinfer_contract import CONTRACTS
+
+    state = next((arguments.get(k) for k in ("initial_state", "state") if arguments.get(k) is not None), None)
+    bf16 = state is not None and state.dtype == torch.bfloat16
+    path = _PATHS.get(name) or ("flashinfer.bf16" if bf16 else "flashinfer.pretranspose.fp32")
+    row = contract_for(CONTRACTS, path, release)
+    q, v = arguments["q"], arguments["v"]
+    T = None if name == "chunk_gated_delta_rule" else q.shape[1]
+    why = row and row.violation(q.shape[-1], v.shape[-1], "bf16" if bf16 else "fp32", T)
+    if why:
+        raise AssertionError(f"flashinfer-python {release} {name}: {why} ({row.why})")
+
+
+def _with_signature(name: str, params: str, full, release: str):
+    """`full` behind exactly `params`: binding raises TypeError as the release would, a call outside the release's
+    contract AssertionError (require_contract); the bound arguments (release defaults applied) go to `full` as
+    keywords."""
     sig = _signature(name, params)
 
     def entry(*args, **kwargs):
         bound = sig.bind(*args, **kwargs)
         bound.apply_defaults()
+        require_contract(release, name, bound.arguments)
         return full(**bound.arguments)
 
     entry.__name__ = entry.__qualname__ = name
@@ -386,11 +415,12 @@ def _with_signature(name: str, params: str, full):
 
 
 def release_api(release: str, standin: FlashInferCPU | None = None) -> SimpleNamespace:
-    """The stand-in (a fresh FlashInferCPU unless given) with `release`'s four signatures; `api_release` says which."""
+    """The stand-in (a fresh FlashInferCPU unless given) with `release`'s four signatures and contract, reporting
+    `release` (`__version__`, `api_release`) and RUNS_ON = "cpu"."""
     standin = FlashInferCPU() if standin is None else standin
-    entries = {name: _with_signature(name, params, getattr(standin, name))
+    entries = {name: _with_signature(name, params, getattr(standin, name), release)
                for name, params in RELEASE_SIGNATURES[release].items()}
-    return SimpleNamespace(api_release=release, standin=standin, **entries)
+    return SimpleNamespace(__version__=release, api_release=release, RUNS_ON=CPU, standin=standin, **entries)
 
 
 release_0_6_5 = release_api("0.6.5")
@@ -401,5 +431,5 @@ release_0_7_2 = release_api("0.7.2.post1")
 release_0_7_4 = release_api("0.7.4")
 RELEASES = {"0.6.5": release_0_6_5, "0.6.10": release_0_6_10, "0.6.11": release_0_6_11,
             "0.6.16.post4": release_0_6_16, "0.7.2.post1": release_0_7_2, "0.7.4": release_0_7_4}
-__all__ += ["RELEASE_SIGNATURES", "RELEASES", "release_api", "release_0_6_5", "release_0_6_10", "release_0_6_11",
-            "release_0_6_16", "release_0_7_2", "release_0_7_4"]
+__all__ += ["RELEASE_SIGNATURES", "RELEASES", "RUNS_ON", "release_api", "require_contract", "release_0_6_5",
+            "release_0_6_10", "release_0_6_11", "release_0_6_16", "release_0_7_2", "release_0_7_4"]

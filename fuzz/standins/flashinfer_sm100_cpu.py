@@ -24,7 +24,7 @@ import warnings
 
 import torch
 
-from fuzz.standins.flashinfer_cpu import FlashInferCPU
+from fuzz.standins.flashinfer_cpu import RUNS_ON, FlashInferCPU
 
 _VALIDATE_SLOTS = os.environ.get("FLASHINFER_CAKE_GDN_VALIDATE_SLOTS", "0") == "1"
 
@@ -278,5 +278,6 @@ gated_delta_rule_decode = _DEFAULT.gated_delta_rule_decode
 chunk_gated_delta_rule = _DEFAULT.chunk_gated_delta_rule
 gated_delta_rule_replayssm_commit = _DEFAULT.gated_delta_rule_replayssm_commit
 
-__all__ = ["CakeGDNUnsupportedError", "FlashInferSM100CPU", "chunk_gated_delta_rule", "gated_delta_rule_decode",
-           "gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp", "gated_delta_rule_replayssm_commit"]
+__all__ = ["RUNS_ON", "CakeGDNUnsupportedError", "FlashInferSM100CPU", "chunk_gated_delta_rule",
+           "gated_delta_rule_decode", "gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp",
+           "gated_delta_rule_replayssm_commit"]

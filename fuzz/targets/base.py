@@ -2,7 +2,8 @@
 
 A target belongs to a library *family* (fla, sglang, flashinfer). The family decides where the
 functions come from: the installed library, or an override module (`--gdn-target fla=my.module`)
-exposing the same API, which then runs on the profile's device (CPU in the CPU profiles).
+exposing the same API, which then runs on the profile's device (CPU in the CPU profiles). A module that reports a
+release (`__version__`) is held to that release's contract (fuzz.targets.contract), installed or given as an override.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import torch
 
 from fuzz.case import Case
 from fuzz.generate.materialize import GATES, OFFSET_BITS, Tensors
+from fuzz.targets.contract import Contract, contract_for, runs_on
 from fuzz.targets.known_bugs import KnownBug, known_bugs, serving_bugs
 from fuzz.targets.semantics import Semantics, semantics_for
 
@@ -155,6 +157,7 @@ class Target:
     # the library module whose functions `needs` names, where the adapter's API object is not that module itself
     # (None: each function's own __module__ names it)
     library_module: str | None = None
+    contracts: tuple[Contract, ...] = ()  # the family's release contracts (fuzz.targets.contract)
 
     def __str__(self) -> str:
         return self.name
@@ -164,20 +167,29 @@ class Target:
         return self.family.override is not None
 
     def declared(self, bugs: tuple[KnownBug, ...] = ()) -> Support:
-        """Support as the strategies see it: an override module has no hardware limits of its own; each known bug
-        given narrows what is drawn (its mask)."""
+        """Support as the strategies see it: the adapter's own, within the contract of the release the loaded API
+        reports (an override module that reports none has no hardware limits of its own; a CPU stand-in keeps the
+        release's shape preconditions but not its device requirement), narrowed by what the loaded API can do
+        (release_narrowing); each known bug given narrows what is drawn (its mask)."""
         sup = self.support
         if self.overridden:
             sup = dataclasses.replace(sup, head_dims=None, heads=None, arch=())
         try:
-            narrowing = self.release_narrowing()
+            contract, narrowing = self.contract(), self.release_narrowing()
         except Unavailable:
-            narrowing = {}
+            contract, narrowing = None, {}
+        if contract is not None:
+            sup = contract.applied(sup, runs_on(self.api()))
         if isinstance(narrowing, dict):  # a reason instead: the target is unavailable (unavailable_reason says why)
             sup = sup.narrowed(**narrowing)
         for bug in bugs:
             sup = sup.narrowed(**bug.mask)
         return sup
+
+    def contract(self) -> Contract | None:
+        """The contract row of the release the loaded API reports (None: it reports none, or no row is written for
+        it: then only Support limits the target)."""
+        return contract_for(self.contracts, self.path, self.release())
 
     def semantics(self) -> Semantics:
         return semantics_for(self.path, self.release())
@@ -197,8 +209,10 @@ class Target:
         return memo[1]
 
     def release(self) -> str | None:
-        """The library release this target runs (None for an override module: it is no release)."""
-        return None if self.overridden else self.family.version()
+        """The library release the loaded API reports (its `__version__`): the installed release, or the one an
+        override module says it is; None for a module that reports none. Semantics rows, known bugs, routing and the
+        contract all follow it."""
+        return self.family.version()
 
     def known_bugs(self, policy: str = "release") -> tuple[KnownBug, ...]:
         """The known bugs whose masks apply here under a mask policy (fuzz.targets.known_bugs)."""
@@ -224,26 +238,30 @@ class Target:
             return OFFSET_BITS
 
     def unavailable_reason(self, profile_device: str) -> str | None:
-        """None when the target can run on this profile's device, else why not."""
+        """None when the target can run on this profile's device, else why not: the API cannot load, lacks a function
+        or a keyword this target needs, its release has no semantics row, or the device is not one the release's
+        contract (or the Support) names."""
         try:
             api = self.api()
-            self.semantics()
-        except (Unavailable, LookupError) as e:  # LookupError: no semantics row for the installed release
+        except Unavailable as e:
             return str(e)
         missing = [f for f in self.needs if not hasattr(api, f)]
         if missing:
             return f"{self.family.override or self.family.name} lacks {', '.join(missing)}"
-        if self.declared().arch:
-            if profile_device != "cuda" or not torch.cuda.is_available():
-                return f"needs a CUDA GPU, compute capability {self.support.arch}; device here: {profile_device}"
-            major = torch.cuda.get_device_capability()[0]
-            if major not in self.support.arch:
-                return f"needs compute capability major in {self.support.arch}; this GPU is sm_{major}x"
-        try:  # what the loaded release cannot do (a missing essential keyword, a kernel that failed to import)
+        try:  # what the loaded release cannot do (a missing essential keyword, a kernel that failed to import) ...
             narrowing = self.release_narrowing()
-        except Unavailable as e:
+            if isinstance(narrowing, str):
+                return narrowing
+            self.semantics()  # ... before what is not modelled for it
+        except (Unavailable, LookupError) as e:  # LookupError: no semantics row for the reported release
             return str(e)
-        return narrowing if isinstance(narrowing, str) else None
+        if arch := self.declared().arch:
+            if profile_device != "cuda" or not torch.cuda.is_available():
+                return f"needs a CUDA GPU, compute capability {arch}; device here: {profile_device}"
+            major = torch.cuda.get_device_capability()[0]
+            if major not in arch:
+                return f"needs compute capability major in {arch}; this GPU is sm_{major}x"
+        return None
 
     def variant(self, case: Case) -> str | None:
         """The kernel variant the library dispatches this case to, where it picks one by more than the compile key

@@ -5,7 +5,9 @@ The override contract for the `flashinfer` family is a module exposing `gated_de
 that range: what each target can ask for is read from the loaded functions' signatures (fuzz.targets.api), once per
 loaded API (FlashInferTarget.plan), and narrows its Support; calls pass only keywords the function takes. Where a
 release differs in what its kernels route rather than in its signature (docs/research/flashinfer-releases.md §2, §8),
-the installed release's version decides; an override module is no release, so only its signatures narrow it.
+the reported release's version decides (installed, or an override module's `__version__`); a module that reports no
+release is narrowed by its signatures alone. What a release accepts (head dims, state dtypes, T, the GPU) is its
+contract (fuzz.targets.flashinfer_contract), applied by Target.declared.
 
 What each release's signatures give (research §1):
   * gated_delta_rule_decode_pretranspose: the pool (`initial_state`, `initial_state_indices`) from 0.6.6 (bf16 state;
@@ -33,6 +35,7 @@ from fuzz.generate.materialize import Tensors
 from fuzz.targets import dispatch
 from fuzz.targets.api import AdapterError, accepts, keywords, lacks, no_keyword, where
 from fuzz.targets.base import Family, Support, Target, Unavailable, import_or_unavailable, installed_version
+from fuzz.targets.flashinfer_contract import CONTRACTS, HEAD_128, PREFILL_ARCH, SM90_PLUS
 
 HINT = "pip install 'gdn-fuzz[flashinfer]'"
 DISTRIBUTION = "flashinfer-python"
@@ -109,8 +112,6 @@ MTP = "gated_delta_rule_mtp"
 KMAJOR = "gated_delta_rule_decode"
 CHUNK = "chunk_gated_delta_rule"
 FLASHINFER = FlashInferFamily("flashinfer", (PRETRANSPOSE, MTP, KMAJOR, CHUNK))
-SM90_PLUS = (9, 10, 11, 12)
-HEAD_128 = ((128, 128),)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class Plan:
 class FlashInferTarget(Target):
     family = FLASHINFER
     library_module = DECODE_MODULE
+    contracts = CONTRACTS
     # {function: keywords} this target cannot run without (a missing one makes it unavailable on the release)
     essential: dict = {}
 
@@ -146,12 +148,12 @@ class FlashInferTarget(Target):
         return plan.reason if plan.reason else plan.narrowing
 
     def held(self, spec: str) -> bool:
-        """Whether the installed release is in `spec`; an override module (no release) routes what it accepts."""
+        """Whether the reported release is in `spec`; a module that reports none routes what it accepts."""
         version = self.release()
         return version is None or Version(version) in SpecifierSet(spec)
 
     def is_release(self, spec: str) -> bool:
-        """Whether this is an installed release in `spec` (never an override module)."""
+        """Whether the loaded API reports a release in `spec` (never a module that reports none)."""
         version = self.release()
         return version is not None and Version(version) in SpecifierSet(spec)
 
@@ -188,8 +190,6 @@ class FlashInferTarget(Target):
                 narrow["no_update"] = False
             if fp32 and self.is_release(">=0.6.7,<0.6.8"):
                 narrow["strided_pool"] = False  # 0.6.7 asserts a contiguous fp32 pool
-            if not fp32 and self.is_release("<0.6.8"):
-                narrow["max_T"] = 4  # bf16 kernels for T in 1..4 only; longer T falls to the fp32 T = 1 path
             return Plan(narrowing=narrow, pool=pool)
         if function == MTP:
             if not accepts(fn, "output_state_indices"):
@@ -356,7 +356,7 @@ TARGETS = (
     # dispatches majors 8, 9, 10 (CUDA 13) and 12; 11 raises.
     FlashInferPrefill("flashinfer-prefill-chunk", "flashinfer.prefill.chunk", Support(
         ops=frozenset({"prefill"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128,
-        split_write=True, strided_pool=True, empty_prefill=False, output_optional=True, arch=(9, 10, 12),
+        split_write=True, strided_pool=True, empty_prefill=False, output_optional=True, arch=PREFILL_ARCH,
         # The chunk kernel inverts I + beta*tril(K K^T) in fp16: it needs unit-norm keys, so callers with
         # use_qk_l2norm_in_kernel=False pass l2-normalized q, k (FlashInfer's tests do). Raw keys overflow that
         # inverse to NaN (H200: T=12 fp16, T=130 bf16), outside the kernel's domain: only in-kernel l2norm is drawn.

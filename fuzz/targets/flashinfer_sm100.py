@@ -28,11 +28,11 @@ import torch
 from fuzz.case import Case
 from fuzz.generate.materialize import Tensors
 from fuzz.targets.base import Support, Unavailable, import_or_unavailable
-from fuzz.targets.flashinfer import HEAD_128, HINT, FlashInferTarget
+from fuzz.targets.flashinfer import HINT, FlashInferTarget
+from fuzz.targets.flashinfer_contract import CAKE_ARCH, HEAD_128, REPLAYSSM_ARCH
 
-CAKE_ARCH = (10,)
 CAKE_CAPABILITIES = ((10, 0), (10, 3), (10, 7))  # jit/cake_gdn.py arch_for_compute_capability
-REPLAYSSM_ARCH = (10, 12)  # gdn_decode.py: major 10, or exactly (12, 0)
+# ReplaySSM: gdn_decode.py runs it on major 10, or exactly (12, 0)
 
 # (H, HV) of the manifest's T = 1 decode records (0.7.4), each present on sm_100a, sm_103a and sm_107a for every
 # state-head band the route tables (cake_gdn_bf16_t1_route, cake_gdn_fp32_t1_route) pick, at SCALE = 128**-0.5.

@@ -6,8 +6,9 @@ until a corpus replay says otherwise: the corpus entries that replay it are stri
 failures that ask for `fixed_in` to be set. While a bug holds for the installed release, its mask narrows what the
 strategies draw (Support fields, see Support.narrowed), so a campaign spends its time on bugs nobody knows yet;
 `--gdn-masks none` (alias `--gdn-unmask`) turns every mask off to hunt on a release, `--gdn-masks all` applies every
-mask whatever the release (the upgrade gate: both sides then draw the same cases). An override module has no release,
-so no mask holds for it under the default policy.
+mask whatever the release (the upgrade gate: both sides then draw the same cases). The release is the one the loaded
+API reports (Target.release): an override module that reports one (a CPU stand-in of a release) gets that release's
+masks, as it gets its contract and semantics row; one that reports none gets no mask under the default policy.
 """
 from __future__ import annotations
 
