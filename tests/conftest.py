@@ -24,6 +24,15 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture
+def override():
+    """override(spec): point the flashinfer family at a module (module.path[:attr]) for one test; whatever overrides
+    were set before come back afterwards."""
+    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+    yield lambda spec: set_overrides({**before, "flashinfer": spec})
+    set_overrides(before)
+
+
+@pytest.fixture
 def fake_flashinfer_package(tmp_path, monkeypatch):
     """install(files, version, capability): a fake installed `flashinfer` (files: path in the package -> source; each
     folder gets an empty __init__.py) first on sys.path, reported as `version`; a capability (major, minor), or None

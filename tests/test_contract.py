@@ -27,20 +27,12 @@ from fuzz.standins import flashinfer_cpu
 from fuzz.targets import flashinfer
 from fuzz.targets.flashinfer_contract import HEAD_128, SM90_PLUS
 from fuzz.targets.known_bugs import known_bugs
-from fuzz.targets.registry import FAMILIES, set_overrides
 from fuzz.targets.semantics import semantics_for
 from fuzz.targets.unsupported import unsupported_here
 
 BY_NAME = {t.name: t for t in flashinfer.TARGETS}
 ROOT = Path(__file__).resolve().parents[1]
 CAKE_ON_SM90 = "Cake GDN supports only SM100a/SM103a, got compute capability 9.0"  # jit/cake_gdn.py's phrasing
-
-
-@pytest.fixture
-def override():
-    before = {name: f.override for name, f in FAMILIES.items() if f.override}
-    yield lambda spec: set_overrides({**before, "flashinfer": spec})
-    set_overrides(before)
 
 
 def _module(name: str, **attributes) -> str:

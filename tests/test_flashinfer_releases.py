@@ -30,20 +30,12 @@ from fuzz.targets import api as fapi
 from fuzz.targets import flashinfer, flashinfer_sm100
 from fuzz.targets.base import Support
 from fuzz.targets.known_bugs import BY_ID
-from fuzz.targets.registry import FAMILIES, set_overrides
 from fuzz.targets.semantics import ZERO_STATE, semantics_for
 
 BY_NAME = {t.name: t for t in flashinfer.TARGETS + flashinfer_sm100.TARGETS}
 CORE = [t.name for t in flashinfer.TARGETS]
 # Every release's GDN entry points as its wheel has them (scripts/flashinfer_signatures.py extracts them)
 WHEEL_SIGNATURES = json.loads((Path(__file__).parent / "data" / "flashinfer-signatures.json").read_text())
-
-
-@pytest.fixture
-def override():
-    before = {name: f.override for name, f in FAMILIES.items() if f.override}
-    yield lambda spec: set_overrides({**before, "flashinfer": spec})
-    set_overrides(before)
 
 
 # ---- signature detection ------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from fuzz.judge.failures import (KINDS, IntermediateMismatch, NonFinite, OutputM
 from fuzz.run import plugin
 from fuzz.run.session import FuzzSession, Options, fuzz_test
 from fuzz.targets import flashinfer
-from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
+from fuzz.targets.registry import TARGETS
 from tests.mutants import MUTANTS
 
 BUDGET = BUDGETS["ci"]
@@ -119,14 +119,6 @@ def fuzz(target_name: str, op: str, max_examples: int, large: bool = False) -> R
     finally:
         plugin.ACTIVE = before
     return Run(sum(session.report.examples.values()), found)
-
-
-@pytest.fixture
-def override():
-    """Point the flashinfer family at a module for one test; put back whatever was set before."""
-    before = {name: f.override for name, f in FAMILIES.items() if f.override}
-    yield lambda spec: set_overrides({**before, "flashinfer": spec})
-    set_overrides(before)
 
 
 @pytest.fixture(scope="module")

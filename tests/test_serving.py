@@ -24,7 +24,7 @@ from fuzz.judge.failures import OutputAliased, StaleCompile, StateLeak
 from fuzz.run import serving
 from fuzz.run.serving import Alone, ServingRun
 from fuzz.run.serving_rounds import ServingTest, run_serving
-from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
+from fuzz.targets.registry import TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
 BY_NAME = {t.name: t for t in TARGETS}
@@ -47,14 +47,6 @@ CI, FEW, MANY = BUDGETS["ci"], 12, 100
 # What a kernel's compile cache could key on, beside the shapes (the Case fields a variation changes one at a time).
 CACHE_KEYED = ("input_dtype", "index_dtype", "inter_rows", "inter_steps", "inter_spare_steps", "pool", "pool_gap",
                "output_given", "update")
-
-
-@pytest.fixture
-def override():
-    """Point the flashinfer family at a module for one test; put back whatever was set before."""
-    before = {name: f.override for name, f in FAMILIES.items() if f.override}
-    yield lambda spec: set_overrides({**before, "flashinfer": spec})
-    set_overrides(before)
 
 
 def serve(target_name: str, examples: int, steps: int = 5, base=QUIET, budget=BUDGET, **box):

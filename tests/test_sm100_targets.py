@@ -20,7 +20,7 @@ from fuzz.generate.profiles import BUDGETS
 from fuzz.standins.flashinfer_sm100_cpu import CakeGDNUnsupportedError, FlashInferSM100CPU
 from fuzz.generate.strategies import cases
 from fuzz.targets.known_bugs import masked_reason
-from fuzz.targets.registry import FAMILIES, flashinfer_sm100, set_overrides
+from fuzz.targets.registry import flashinfer_sm100
 from fuzz.judge.failures import (GdnFailure, IntermediateMismatch, NonFinite, PoolCorruption, StateMismatch,
                                  UnwrittenOutput)
 
@@ -29,14 +29,6 @@ STANDIN = "fuzz.standins.flashinfer_sm100_cpu"
 CAKE = ("flashinfer-cake-bf16", "flashinfer-cake-fp32", "flashinfer-cake-kmajor")
 REPLAY = "flashinfer-replayssm"
 COMMON = dict(K=8, V=16, seed=7, input_dtype="bf16", index_dtype="i32")
-
-
-@pytest.fixture
-def override():
-    """Point the flashinfer family at a module for one test; put back whatever was set before."""
-    before = {name: f.override for name, f in FAMILIES.items() if f.override}
-    yield lambda spec: set_overrides({**before, "flashinfer": spec})
-    set_overrides(before)
 
 
 EXPLICIT = {
