@@ -1,8 +1,8 @@
 """Float64 pure-PyTorch oracle for the gated delta rule (GDN). Knows nothing of targets or tolerances."""
 from reference.batched import SparseResult, batched_decode, batched_prefill, batched_verify, to_pool_result
 from reference.contracts import EXACT, PadContract, Precision
-from reference.ops import PoolResult, commit, decode, mtp_verify, prefill
 from reference.gates import LogGates, RawGates
+from reference.ops import PoolResult, commit, decode, mtp_verify, prefill
 from reference.recurrence import gate_values, l2normalize, run_sequence, softplus
 
 __all__ = [

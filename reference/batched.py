@@ -57,8 +57,7 @@ from dataclasses import dataclass
 
 import torch
 
-from reference.checks import (intermediate_inputs, offsets, one_token, packed_inputs, pool_inputs,
-                              verify_inputs)
+from reference.checks import intermediate_inputs, offsets, one_token, packed_inputs, pool_inputs, verify_inputs
 from reference.contracts import EXACT, SKIP_PADDING, PadContract, Precision
 from reference.gates import Gates
 from reference.ops import Layout, PoolResult

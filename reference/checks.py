@@ -6,9 +6,9 @@ its caller goes on with.
 """
 from __future__ import annotations
 
-import torch
-
 from collections.abc import Callable
+
+import torch
 
 from reference.gates import Gates, LogGates, RawGates
 

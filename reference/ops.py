@@ -17,8 +17,16 @@ from typing import Literal
 
 import torch
 
-from reference.checks import (expect_index, expect_shape, intermediate_inputs, offsets, one_token,
-                              packed_inputs, pool_inputs, verify_inputs)
+from reference.checks import (
+    expect_index,
+    expect_shape,
+    intermediate_inputs,
+    offsets,
+    one_token,
+    packed_inputs,
+    pool_inputs,
+    verify_inputs,
+)
 from reference.contracts import EXACT, SKIP_PADDING, PadContract, Precision
 from reference.gates import Gates
 from reference.recurrence import gate_values, run_sequence

@@ -16,9 +16,8 @@ import sys
 import time
 import traceback
 
-import torch
-
 import flashinfer
+import torch
 
 print("flashinfer", flashinfer.__version__, flashinfer.__file__, flush=True)
 dev = torch.device("cuda")

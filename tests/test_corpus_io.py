@@ -92,7 +92,7 @@ def test_the_checkout_replays_its_own_corpus():
 
 def test_save_never_overwrites_even_in_parallel(tmp_path):
     entry = corpus.load(next((ROOT / "corpus").glob("*.json")))
-    write = lambda description: corpus.save(tmp_path, entry.case, entry.target, entry.library, "", entry.expect,  # noqa
+    write = lambda description: corpus.save(tmp_path, entry.case, entry.target, entry.library, "", entry.expect,
                                             description)
     first = write("first")
     with ThreadPoolExecutor(8) as pool:

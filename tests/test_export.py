@@ -30,13 +30,13 @@ import pytest
 import torch
 
 from fuzz.case import Case
-from fuzz.export import embed, issue
-from fuzz.export.script import MARKER, adapter_of, export_script
-from fuzz.targets.known_bugs import BY_ID
-from fuzz.export.runner import EmbeddedModules
 from fuzz.cli.export import main as export_main
+from fuzz.export import embed, issue
+from fuzz.export.runner import EmbeddedModules
+from fuzz.export.script import MARKER, adapter_of, export_script
 from fuzz.generate.materialize import Guarded, materialize
 from fuzz.run import corpus
+from fuzz.targets.known_bugs import BY_ID
 from fuzz.targets.registry import TARGETS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -120,7 +120,7 @@ def test_release_signatures_match_the_wheels(release):
     """Each mimicked signature, parameter for parameter and default for default, as the wheel's AST has it."""
     for name, params in RELEASE_SIGNATURES[release].items():
         namespace: dict = {}
-        exec(WHEEL_SIGNATURES[release]["stubs"][name], namespace)  # noqa: S102 - a signature stub from the wheel
+        exec(WHEEL_SIGNATURES[release]["stubs"][name], namespace)  # a signature stub from the wheel
         assert str(inspect.signature(namespace[name])) == f"({params})", (release, name)
 
 
@@ -507,7 +507,7 @@ def test_every_release_signature_takes_every_drawn_case(fake_flashinfer_package,
 def _placeholders(case: Case) -> SimpleNamespace:
     """What a target's call reads from the tensors, as tiny placeholders (the recording stubs never compute)."""
     one = torch.zeros(1, 1)
-    index = lambda xs: None if xs is None else torch.tensor(xs, dtype=torch.int32)  # noqa: E731
+    index = lambda xs: None if xs is None else torch.tensor(xs, dtype=torch.int32)
     view = SimpleNamespace(view=one)
     return SimpleNamespace(q=one, k=one, v=one, A_log=one, a=one, dt_bias=one, b=one, g=one, beta=one,
                            read_slots=index(case.read_slots), write_slots=index(case.write_slots),

@@ -17,16 +17,16 @@ import pytest
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 import tests.crashing_standin as standin
-from fuzz.run import campaign_tables, worker
 from fuzz.case import Case
-from fuzz.run.harness import verify as check
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
+from fuzz.judge.failures import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
+from fuzz.run import campaign_tables, worker
+from fuzz.run import session as fuzz_session
+from fuzz.run.harness import verify as check
 from fuzz.run.report import FailureRecord
 from fuzz.run.result import CrashAttribution, Failure
-from fuzz.run import session as fuzz_session
 from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
-from fuzz.judge.failures import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
 
 BY_NAME = {t.name: t for t in TARGETS}
 PRETRANSPOSE, MTP = BY_NAME["flashinfer-pretranspose-fp32"], BY_NAME["flashinfer-mtp-fp32"]

@@ -16,8 +16,16 @@ import pytest
 
 from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
-from fuzz.judge.failures import (KINDS, IntermediateMismatch, NonFinite, OutputMismatch, PoolCorruption,
-                                 RejectedValidInput, StateMismatch, UnwrittenOutput)
+from fuzz.judge.failures import (
+    KINDS,
+    IntermediateMismatch,
+    NonFinite,
+    OutputMismatch,
+    PoolCorruption,
+    RejectedValidInput,
+    StateMismatch,
+    UnwrittenOutput,
+)
 from fuzz.run import plugin
 from fuzz.run.session import FuzzSession, Options, fuzz_test
 from fuzz.targets import flashinfer

@@ -7,18 +7,18 @@ expected value (on CPU they have been bit-identical); untouched slots and rows m
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from oracle_helpers import F64, Shape, generator, randn, random_gates, seeds, shapes
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from oracle_helpers import F64, Shape, generator, random_gates, randn, seeds, shapes
 from reference import EXACT, LogGates, PadContract, Precision, RawGates, decode, gate_values, mtp_verify, prefill
-from reference.batched import (SparseResult, batched_decode, batched_prefill, batched_verify, to_pool_result)
+from reference.batched import SparseResult, batched_decode, batched_prefill, batched_verify, to_pool_result
 
 F32, BF16 = torch.float32, torch.bfloat16
 MANY = settings(max_examples=500, deadline=None, database=None)
@@ -370,7 +370,7 @@ def test_touches_only_the_slots_it_reads(op):
         if op == "verify":
             batched_verify(q, k, v, gates, pool, slots, precision=precision)
         else:
-            flat = lambda x: x.reshape(6, *x.shape[2:])  # noqa: E731
+            flat = lambda x: x.reshape(6, *x.shape[2:])
             batched_prefill(flat(q), flat(k), flat(v), RawGates(gates.A_log, flat(gates.a), gates.dt_bias,
                                                                 flat(gates.b)),
                             torch.tensor([0, 4, 4, 6]), pool, slots, precision=precision)

@@ -6,9 +6,22 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from oracle_helpers import (
+    F64,
+    PROPERTY,
+    assert_close64,
+    assert_untouched,
+    expand_heads,
+    generator,
+    make_case,
+    randn,
+    seeds,
+    shapes,
+    spec_gates,
+    unit,
+    verify,
+)
 
-from oracle_helpers import (F64, PROPERTY, assert_close64, assert_untouched, expand_heads, generator, make_case,
-                            randn, seeds, shapes, spec_gates, unit, verify)
 from reference import LogGates, mtp_verify
 
 

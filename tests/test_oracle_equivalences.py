@@ -3,9 +3,22 @@
 import pytest
 import torch
 from hypothesis import given
+from oracle_helpers import (
+    F64,
+    PROPERTY,
+    Shape,
+    assert_close64,
+    decode_by_decode,
+    expand_heads,
+    generator,
+    make_case,
+    randn,
+    seeds,
+    shapes,
+    verify,
+    with_log_gates,
+)
 
-from oracle_helpers import (F64, PROPERTY, Shape, assert_close64, decode_by_decode, expand_heads, generator,
-                            make_case, randn, seeds, shapes, verify, with_log_gates)
 from reference import EXACT, Precision, mtp_verify
 
 F32_EACH_STEP = Precision(compute=torch.float32, state_each_step=True)
@@ -82,7 +95,7 @@ def test_kv_layout_is_the_transpose_of_vk(shape, seed):
     inter = randn(gen, shape.B + 1, shape.T + 1, shape.HV, shape.V, shape.K)
     rows = torch.randperm(shape.B + 1, generator=gen)[: shape.B]
     vk = verify(case, intermediate=inter, intermediate_rows=rows)
-    t = lambda x: x.transpose(-1, -2).contiguous()  # noqa: E731
+    t = lambda x: x.transpose(-1, -2).contiguous()
     kv = mtp_verify(case.q, case.k, case.v, case.gates, t(case.pool), case.slots, layout="kv",
                     intermediate=t(inter), intermediate_rows=rows)
     assert torch.equal(kv.output, vk.output)

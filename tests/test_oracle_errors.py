@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 import torch
-
 from oracle_helpers import F64, Shape, make_case, tokens, verify
+
 from reference import LogGates, RawGates, commit, decode, gate_values, prefill
 
 CASE = make_case(0, Shape(B=2, T=3, H=2, G=2, K=4, V=5), extra_slots=2)  # K != V: a transposed pool is wrong
@@ -70,7 +70,7 @@ def test_decode_rejects_more_than_one_token():
 
 def packed():
     """CASE's tokens packed for prefill: [B * T, ...]."""
-    flat = lambda x: x.reshape(S.B * S.T, *x.shape[2:])  # noqa: E731
+    flat = lambda x: x.reshape(S.B * S.T, *x.shape[2:])
     return flat(CASE.q), flat(CASE.k), flat(CASE.v), RawGates(G.A_log, flat(G.a), G.dt_bias, flat(G.b))
 
 

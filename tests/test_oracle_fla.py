@@ -5,7 +5,6 @@ import warnings
 
 import torch
 from hypothesis import given
-
 from oracle_helpers import PROPERTY, expand_heads, make_case, seeds, shapes, spec_gates, unit, verify
 
 FP32_TOL = dict(rtol=1e-5, atol=1e-5)

@@ -5,9 +5,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given
+from oracle_helpers import (
+    F64,
+    PROPERTY,
+    Shape,
+    assert_close64,
+    expand_heads,
+    make_case,
+    seeds,
+    shapes,
+    spec_gates,
+    unit,
+    verify,
+    with_log_gates,
+)
 
-from oracle_helpers import (F64, PROPERTY, Shape, assert_close64, expand_heads, make_case, seeds, shapes, spec_gates,
-                            unit, verify, with_log_gates)
 from reference import EXACT, LogGates, Precision, RawGates, gate_values, l2normalize, mtp_verify, softplus
 
 BF16 = torch.bfloat16
@@ -96,7 +108,7 @@ def test_precision_beta_bf16_changes_the_result():
 @given(shape=shapes(), seed=seeds)
 def test_precision_inputs_round_q_k_v_a_b_but_not_parameters_or_state(shape, seed):
     case = make_case(seed, shape, extra_slots=1)
-    r = lambda x: x.to(BF16).to(F64)  # noqa: E731
+    r = lambda x: x.to(BF16).to(F64)
     g = case.gates
     rounded = replace(case, q=r(case.q), k=r(case.k), v=r(case.v), gates=RawGates(g.A_log, r(g.a), g.dt_bias, r(g.b)))
     res = verify(case, precision=Precision(inputs=BF16))
@@ -142,7 +154,7 @@ def test_zero_query_and_key_give_decay_only_and_no_nan():
 def test_precision_products_round_the_mma_operands_not_the_stored_state(shape, seed):
     """One token written from the spec with bf16 operands in S k^, u and S q^ (a tensor-core kernel's rounding)."""
     case = with_log_gates(make_case(seed, shape))
-    r = lambda x: x.to(BF16).to(F64)  # noqa: E731
+    r = lambda x: x.to(BF16).to(F64)
     G = shape.G
     g, beta = case.gates.g[:, 0], case.gates.beta[:, 0]  # [B, HV]
     q = expand_heads(unit(case.q[:, 0]), G) * shape.K ** -0.5

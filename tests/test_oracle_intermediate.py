@@ -2,9 +2,21 @@
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from oracle_helpers import (
+    F64,
+    PROPERTY,
+    assert_close64,
+    assert_untouched,
+    decode_by_decode,
+    generator,
+    make_case,
+    randn,
+    seeds,
+    shapes,
+    tokens,
+    verify,
+)
 
-from oracle_helpers import (F64, PROPERTY, assert_close64, assert_untouched, decode_by_decode, generator, make_case,
-                            randn, seeds, shapes, tokens, verify)
 from reference import commit, mtp_verify
 
 

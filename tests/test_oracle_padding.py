@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 import torch
-
 from oracle_helpers import F64, Shape, assert_untouched, make_case, tokens, verify
+
 from reference import PadContract, mtp_verify
 
 # (sentinel, a padded index under it); real slots are >= 1 so they are real under both sentinels.

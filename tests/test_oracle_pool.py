@@ -4,9 +4,19 @@ from dataclasses import replace
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from oracle_helpers import (
+    PROPERTY,
+    assert_close64,
+    assert_untouched,
+    generator,
+    make_case,
+    randn,
+    random_gates,
+    seeds,
+    shapes,
+    verify,
+)
 
-from oracle_helpers import (PROPERTY, assert_close64, assert_untouched, generator, make_case, random_gates, randn,
-                            seeds, shapes, verify)
 from reference import RawGates, mtp_verify, prefill
 
 

@@ -8,21 +8,26 @@ need, then what else a Blackwell host must have, and drawn Cake cases stay on th
 """
 from __future__ import annotations
 
-
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fuzz.case import Case
-from fuzz.run.harness import verify as check
 from fuzz.generate.profiles import BUDGETS
-from fuzz.standins.flashinfer_sm100_cpu import CakeGDNUnsupportedError, FlashInferSM100CPU
 from fuzz.generate.strategies import cases
+from fuzz.judge.failures import (
+    GdnFailure,
+    IntermediateMismatch,
+    NonFinite,
+    PoolCorruption,
+    StateMismatch,
+    UnwrittenOutput,
+)
+from fuzz.run.harness import verify as check
+from fuzz.standins.flashinfer_sm100_cpu import CakeGDNUnsupportedError, FlashInferSM100CPU
 from fuzz.targets.known_bugs import masked_reason
 from fuzz.targets.registry import flashinfer_sm100
-from fuzz.judge.failures import (GdnFailure, IntermediateMismatch, NonFinite, PoolCorruption, StateMismatch,
-                                 UnwrittenOutput)
 
 BY_NAME = {t.name: t for t in flashinfer_sm100.TARGETS}
 STANDIN = "fuzz.standins.flashinfer_sm100_cpu"
@@ -215,7 +220,7 @@ def test_replayssm_commit_tracks_a_step_and_refuses_tcgen05_at_short_windows():
     rawk = torch.randn(L, P, H, T, D, generator=g).to(torch.bfloat16)
     log_g, beta = -torch.rand(L, P, HV, T, generator=g), torch.rand(L, P, HV, T, generator=g)
     caches = (rawv, rawk, log_g, beta)
-    one = lambda x: torch.tensor([x], dtype=torch.int32)  # noqa: E731
+    one = lambda x: torch.tensor([x], dtype=torch.int32)
     standin = FlashInferSM100CPU()
     with pytest.raises(ValueError, match="tcgen05"):
         standin.gated_delta_rule_replayssm_commit(ckpt.clone(), *caches, one(0), one(1), backend="tcgen05")

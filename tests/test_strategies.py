@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 
 from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
-from fuzz.targets import dispatch
-from fuzz.targets.known_bugs import BY_ID
 from fuzz.generate.strategies import cases, large_buckets, large_plan
-from fuzz.targets.registry import TARGETS, set_overrides
+from fuzz.targets import dispatch
 from fuzz.targets.base import Support
+from fuzz.targets.known_bugs import BY_ID
+from fuzz.targets.registry import TARGETS, set_overrides
 
 BY_NAME = {t.name: t for t in TARGETS}
 FIND = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck), derandomize=True,

@@ -3,13 +3,13 @@ import pytest
 import torch
 
 import reference
-from fuzz.judge import failures, verdict
 from fuzz.case import Case
-from fuzz.run.harness import verify as check
 from fuzz.generate.materialize import has_pattern, materialize, named_slots
-from fuzz.targets.semantics import Semantics
-from fuzz.targets.base import Family, Support, Target
+from fuzz.judge import failures, verdict
 from fuzz.judge.tolerance import TOLERANCES, Tol
+from fuzz.run.harness import verify as check
+from fuzz.targets.base import Family, Support, Target
+from fuzz.targets.semantics import Semantics
 
 CASE = Case.parse("verify-B2-T3-H1-HV2-K4-V8-pool5-pad1-fp32state-fp32in-i32-vk-gate_mild-seed11-slots[3,-1]"
                   "-inter3x4+1-rows[2,0]")

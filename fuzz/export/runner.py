@@ -113,6 +113,7 @@ def dump(case, device: str, path: str) -> None:
     """materialize()'s tensors by name; a guarded buffer as NAME.full (the allocation) and NAME.view (what the
     target gets), saved together so the views keep their place in the allocation."""
     import torch
+
     from fuzz.generate.materialize import Guarded, materialize
 
     tensors = {}

@@ -255,14 +255,14 @@ def materialize(case: Case, device: str | torch.device, pool: Guarded | None = N
     in_dtype, st_dtype = TORCH_DTYPES[case.input_dtype], TORCH_DTYPES[case.state_dtype]
     tokens = (sum(case.seqlens),) if case.op == "prefill" else (case.B, case.T)
     magnitudes = torch.tensor(MAGNITUDES, device=device)
-    mag = lambda: magnitudes[vals.integers(len(MAGNITUDES), *tokens, 1, 1)]  # noqa: E731
+    mag = lambda: magnitudes[vals.integers(len(MAGNITUDES), *tokens, 1, 1)]
     q = vals.normal(*tokens, case.H, case.K) * mag()
     k = vals.normal(*tokens, case.H, case.K) * mag()
     v = vals.normal(*tokens, case.HV, case.V) * mag()
     names = list(GATE_REGIMES)
     picks = vals.integers(len(names), case.HV).tolist() if case.gate == "mixed" else [names.index(case.gate)] * case.HV
     params = [GATE_REGIMES[names[i]] for i in picks]  # a regime per value head ("mixed") or one for all
-    column = lambda i, j=None: torch.tensor([p[i] if j is None else p[i][j] for p in params], device=device)  # noqa
+    column = lambda i, j=None: torch.tensor([p[i] if j is None else p[i][j] for p in params], device=device)
     A_log = column(0, 0) + (column(0, 1) - column(0, 0)) * vals.uniform(0.0, 1.0, case.HV)
     dt_bias = vals.normal(case.HV) * 0.5
     a = column(1, 0) + column(1, 1) * vals.normal(*tokens, case.HV) - dt_bias
@@ -275,7 +275,7 @@ def materialize(case: Case, device: str | torch.device, pool: Guarded | None = N
     beta = torch.sigmoid(b.float())
 
     idx = INDEX_DTYPES[case.index_dtype]
-    as_index = lambda xs: None if xs is None else torch.tensor(xs, dtype=idx, device=device)  # noqa: E731
+    as_index = lambda xs: None if xs is None else torch.tensor(xs, dtype=idx, device=device)
     state_shape = (case.V, case.K) if case.layout == "vk" else (case.K, case.V)
     if pool is None:
         pool = Guarded.around((case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap,

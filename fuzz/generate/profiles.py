@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase
 
-
 CPU_LARGE_BYTES = 1 << 30  # a CPU run's large cases: stand-ins that declare a small OFFSET_BITS fit, real pools do not
 GPU_RESERVE = 0.15  # of a GPU's free memory, left to the run's other processes (contexts, caches, their checks)
 

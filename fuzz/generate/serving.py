@@ -133,7 +133,7 @@ def serving_budget(budget: Budget) -> Budget:
 def geometries(draw, target: Target, op: str, budget: Budget, bugs: tuple = ()) -> Geometry:
     """A pool geometry inside the target's support: from the compile-bucket plan where the budget has one (GPU)."""
     sup = target.declared(bugs)
-    pick = lambda options: draw(st.sampled_from(options))  # noqa: E731
+    pick = lambda options: draw(st.sampled_from(options))
     bucket = pick(bucket_plan(target.name, op, sup, budget)) if budget.plan_size else draw_bucket(pick, sup, op, budget)
     return Geometry(bucket.H, bucket.HV, bucket.K, bucket.V, bucket.state_dtype, bucket.layout)
 
@@ -178,7 +178,7 @@ def _requests(sup: Support, case: Case, order: list[int]) -> Case:
     buffer rows where they are set by the requests (a prefill's longest sequence, a buffer of exactly B rows); a
     prefill keeps a token where the target needs one. A target without a slot map (Support.pool False) keeps the
     identity map on a pool of exactly the requests: its state rows move with them."""
-    pick = lambda xs: tuple(xs[i] for i in order) if xs else xs  # noqa: E731 - None and () stay as they are
+    pick = lambda xs: tuple(xs[i] for i in order) if xs else xs  # None and () stay as they are
     fields = dict(read_slots=pick(case.read_slots), write_slots=pick(case.write_slots),
                   token_slots=pick(case.token_slots), inter_index=pick(case.inter_index))
     if case.op == "prefill":

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from fuzz.case import Case
-
 from fuzz.generate.profiles import Budget, stable_draws
 from fuzz.targets import dispatch
 from fuzz.targets.base import Support, Target
@@ -181,7 +180,7 @@ def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large
     target.offset_bits), a bucket of large_plan that fits the budget's memory (large_buckets), few requests."""
     sup = target.declared(bugs)
     sem = target.semantics()
-    pick = lambda options: draw(st.sampled_from(options))  # noqa: E731
+    pick = lambda options: draw(st.sampled_from(options))
     if large:
         bucket = pick(large_buckets(target, op, budget, bugs)[0])
     else:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import bisect
-
 from dataclasses import dataclass
 
 import torch
 
-from fuzz.case import Case
+from fuzz.case import DTYPE_NAMES, Case
 from fuzz.generate.materialize import Guarded, Tensors, has_pattern
-from fuzz.case import DTYPE_NAMES
-from fuzz.targets.semantics import Semantics
-from fuzz.judge.tolerance import tolerance
-from fuzz.judge.failures import (GuardBreach, IntermediateMismatch, NonFinite, OutputMismatch, PoolCorruption,
-                                 StateMismatch, UnwrittenOutput)
+from fuzz.judge.failures import (
+    GuardBreach,
+    IntermediateMismatch,
+    NonFinite,
+    OutputMismatch,
+    PoolCorruption,
+    StateMismatch,
+    UnwrittenOutput,
+)
 from fuzz.judge.oracle import Expected
+from fuzz.judge.tolerance import tolerance
+from fuzz.targets.semantics import Semantics
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ def _flat_tokens(x: torch.Tensor, case: Case) -> torch.Tensor:
 def _check_output(case, path, sem: Semantics, output: Guarded, got: torch.Tensor, expected: Expected, compared) -> None:
     got_f = _flat_tokens(got, case)
     starts = _token_starts(case)
-    rows_of = lambda ns: [r for n in ns for r in range(starts[n], starts[n + 1])]  # noqa: E731
+    rows_of = lambda ns: [r for n in ns for r in range(starts[n], starts[n + 1])]
     padded = [n for n, p in enumerate(case.padded) if p]
     # padded requests read from the sacrificial slot 0 are undefined by contract; untouched ones keep the poison
     untouched = padded if sem.pad.read == "skip_untouched" else []

@@ -32,7 +32,6 @@ from fuzz.run.report import RunReport
 from fuzz.run.report import load as load_report
 
 
-
 @dataclass
 class Job:
     where: installation.Installation

@@ -121,7 +121,7 @@ def _differential(target: Target, case: Case, run: _Check) -> None:
             got = target.call(case, t)
     except (AdapterError, torch.OutOfMemoryError):
         raise  # our adapter's defect, or the device's memory: never a finding
-    except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
+    except Exception as e:  # the library's own error text is the finding
         raise library_error(case, e) from e
     with run.phase("verdict"):
         judge(case, target.path, sem, t, got, want, run.compared)

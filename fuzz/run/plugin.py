@@ -200,7 +200,7 @@ def pytest_configure(config):
     for family in overrides:
         try:
             FAMILIES[family].api()
-        except Exception as e:  # noqa: BLE001 - an override the user named must load
+        except Exception as e:  # an override the user named must load
             raise pytest.UsageError(f"--gdn-target {family}={overrides[family]}: {e}") from e
     required = frozenset(f for f in config.getoption("gdn_require").split(",") if f)
     if unknown := required - set(FAMILIES):
@@ -209,7 +209,7 @@ def pytest_configure(config):
     for family in sorted(required):
         try:
             FAMILIES[family].api()
-        except Exception as e:  # noqa: BLE001 - a family the user requires must load: its reason, in one line
+        except Exception as e:  # a family the user requires must load: its reason, in one line
             raise pytest.UsageError(f"--gdn-require={family}: {family} cannot be loaded here: {e}") from e
     _check_corpus(config)
     if spec := config.getoption("gdn_db"):

@@ -51,8 +51,16 @@ from hypothesis.errors import InvalidArgument
 from fuzz.case import DTYPE_NAMES
 from fuzz.generate.materialize import GUARD_SLOTS, Guarded, Tensors, bits, materialize
 from fuzz.generate.serving import Step, compile_changes
-from fuzz.judge.failures import (GdnFailure, GuardBreach, OutputAliased, OutputMismatch, PoolCorruption,
-                                 StaleCompile, StateLeak, normalized)
+from fuzz.judge.failures import (
+    GdnFailure,
+    GuardBreach,
+    OutputAliased,
+    OutputMismatch,
+    PoolCorruption,
+    StaleCompile,
+    StateLeak,
+    normalized,
+)
 from fuzz.judge.oracle import expected
 from fuzz.judge.verdict import judge
 from fuzz.run.harness import _Check, _notes, dispatch_bucket, failure_bucket, library_error
@@ -251,7 +259,7 @@ class ServingRun:
         try:
             with run.phase("kernel"):
                 return self.target.call(case, t)  # Case.output_given False: the adapter passes output=None
-        except Exception as e:  # noqa: BLE001 - the library's own error text is the finding
+        except Exception as e:  # the library's own error text is the finding
             raise library_error(case, e) from e  # UnsupportedHere (this device) ends the sequence, unjudged
 
     def _check_aliasing(self, case, t: Tensors, got) -> None:
@@ -330,7 +338,7 @@ def changed_from(steps) -> tuple[str, str]:
     arguments" where more did (a fresh call: naming each set would split one bug into a failure per set). Both empty
     when no such call came before."""
     *earlier, last = (s.case for s in steps)
-    shape = lambda c: (c.op, 0 if c.op == "prefill" else c.T)  # noqa: E731
+    shape = lambda c: (c.op, 0 if c.op == "prefill" else c.T)
     differing = [(i, changes) for i, case in enumerate(earlier)
                  if shape(case) == shape(last) and (changes := compile_changes(case, last))]
     if not differing:

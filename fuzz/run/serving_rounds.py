@@ -143,7 +143,7 @@ def _round(machine, test: ServingTest, base: settings, examples: int, steps: int
     try:
         run_state_machine_as_test(machine, settings=settings(base, max_examples=examples, stateful_step_count=steps,
                                                              phases=phases))
-    except Exception as error:  # noqa: BLE001 - findings are sorted out here, anything else is re-raised
+    except Exception as error:  # findings are sorted out here, anything else is re-raised
         raised = failures_in(error)
         if not raised:
             raise

@@ -277,7 +277,7 @@ class FuzzSession:
         test.round_failed_at = None
         try:
             run(target=test.target)
-        except Exception as error:  # noqa: BLE001 - findings are sorted out below, anything else is re-raised
+        except Exception as error:  # findings are sorted out below, anything else is re-raised
             found = failures_in(error)
             if not found:
                 raise

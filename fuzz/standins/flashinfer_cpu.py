@@ -370,7 +370,7 @@ def _signature(name: str, params: str):
     import inspect
 
     namespace: dict = {}
-    exec(f"def {name}({params}):\n    pass", namespace)  # noqa: S102 - our own constant parameter lists
+    exec(f"def {name}({params}):\n    pass", namespace)  # our own constant parameter lists
     return inspect.signature(namespace[name])
 
 

@@ -142,7 +142,7 @@ def installed_version(dist: str) -> str:
 def import_or_unavailable(module: str, hint: str) -> ModuleType:
     try:
         return importlib.import_module(module)
-    except Exception as e:  # noqa: BLE001 - any import failure makes the target unavailable, with its text
+    except Exception as e:  # any import failure makes the target unavailable, with its text
         raise Unavailable(f"import {module} failed ({type(e).__name__}: {e}); {hint}") from e
 
 

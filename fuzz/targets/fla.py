@@ -35,7 +35,7 @@ class FlaRecurrent(TritonTarget):
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
         packed = case.op == "prefill"
-        batch = (lambda x: x.unsqueeze(0)) if packed else (lambda x: x)  # noqa: E731 - varlen wants B = 1
+        batch = (lambda x: x.unsqueeze(0)) if packed else (lambda x: x)  # varlen wants B = 1
         if self.gates_in_kernel:
             gates = dict(g=batch(t.a), beta=batch(t.b), use_gate_in_kernel=True, A_log=t.A_log, dt_bias=t.dt_bias,
                          use_beta_sigmoid_in_kernel=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+
 import torch
 
 from fuzz.case import Case

@@ -18,7 +18,6 @@ from fuzz.case import TORCH_DTYPES
 from reference.contracts import PadContract, Precision
 
 
-
 @dataclass(frozen=True)
 class Semantics:
     """How one kernel path behaves, as data.
@@ -153,7 +152,7 @@ TABLE += (
 def semantics_for(path: str, version: str | None) -> Semantics:
     """The row for `path` whose version range holds `version` (None: an override module without a release, which
     gets the path's newest row)."""
-    held = lambda spec: not spec or (version is not None and Version(version) in SpecifierSet(spec))  # noqa: E731
+    held = lambda spec: not spec or (version is not None and Version(version) in SpecifierSet(spec))
     for row in TABLE:
         if row.path == path and (version is None or held(row.versions)):
             return row.semantics

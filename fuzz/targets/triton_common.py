@@ -1,12 +1,11 @@
 """Shared by the Triton targets: they run on CUDA, or on CPU only under the Triton interpreter."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
-import dataclasses
-
-from fuzz.targets.semantics import Semantics
 from fuzz.targets.base import Target
+from fuzz.targets.semantics import Semantics
 
 
 def interpreted() -> bool:
