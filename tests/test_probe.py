@@ -49,3 +49,16 @@ def test_a_named_target_that_would_never_draw_the_case_is_listed_not_checked():
     proc = probe(kv, "--target", "sglang-packed")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == [f"sglang-packed: outside its support (layout kv): {kv}"]
+
+
+def test_a_case_outside_the_release_contract_is_listed_not_checked():
+    """A module that reports a release is held to that release's contract: K = V = 8 is outside FlashInfer 0.7.4's
+    MTP path (K = V = 128), so the probe lists it instead of calling the release's rejection a RejectedValidInput; the
+    same coordinate on the stand-in that reports no release is checked."""
+    case = "decode-B3-T1-H1-HV2-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_saturated-seed0-slots[0,1,2]"
+    proc = probe(case, "--target", "flashinfer-mtp-fp32", "--module",
+                 "flashinfer=fuzz.standins.flashinfer_cpu:release_0_7_4")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [f"flashinfer-mtp-fp32: outside its support ((K, V) (8, 8)): {case}"]
+    proc = probe(case, "--target", "flashinfer-mtp-fp32", "--module", "flashinfer=fuzz.standins.flashinfer_cpu")
+    assert proc.returncode == 0 and proc.stdout.startswith("flashinfer-mtp-fp32: pass "), proc.stdout + proc.stderr

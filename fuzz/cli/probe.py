@@ -43,12 +43,15 @@ def variants(base: Case, grid: dict[str, tuple[int, ...]]) -> Iterator[Case]:
 
 
 def outside(target: Target, case: Case) -> str | None:
-    """What of the case lies outside the target's declared support (the fuzzer never draws it there), or None."""
+    """What of the case lies outside the target's declared support (the fuzzer never draws it there), or None: its
+    release contract (head dims, T) included, for an installed release and a module that reports one alike."""
     sup = target.declared()
     asked = (("operation", case.op, sup.ops), ("state dtype", case.state_dtype, sup.state_dtypes),
              ("input dtype", case.input_dtype, sup.input_dtypes), ("index dtype", case.index_dtype, sup.index_dtypes),
-             ("layout", case.layout, sup.layouts))
-    return ", ".join(f"{what} {value}" for what, value, allowed in asked if value not in allowed) or None
+             ("layout", case.layout, sup.layouts), ("(K, V)", (case.K, case.V), sup.head_dims),
+             ("T", case.T, range(1, sup.max_T + 1) if sup.max_T else None))
+    return ", ".join(f"{what} {value}" for what, value, allowed in asked
+                     if allowed is not None and value not in allowed) or None
 
 
 def line(result: CheckResult) -> str:
