@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_contract import CAKE_ON_SM90, UNSUPPORTED_MODULE
+
 from fuzz.case import Case
 from fuzz.cli.probe import variants
 
@@ -18,8 +20,10 @@ def coordinate(entry: str) -> str:
     return json.loads((ROOT / "corpus" / entry).read_text())["case"]
 
 
-def probe(*args: str) -> subprocess.CompletedProcess:
+def probe(*args: str, path: str = "") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path, env.get("PYTHONPATH")) if p)
     return subprocess.run([sys.executable, "-m", "fuzz", "probe", *args, "--device", "cpu"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
 
@@ -62,3 +66,15 @@ def test_a_case_outside_the_release_contract_is_listed_not_checked():
     assert proc.stdout.splitlines() == [f"flashinfer-mtp-fp32: outside its support ((K, V) (8, 8)): {case}"]
     proc = probe(case, "--target", "flashinfer-mtp-fp32", "--module", "flashinfer=fuzz.standins.flashinfer_cpu")
     assert proc.returncode == 0 and proc.stdout.startswith("flashinfer-mtp-fp32: pass "), proc.stdout + proc.stderr
+
+
+def test_a_check_the_library_says_this_device_cannot_run_is_unavailable_with_its_reason(tmp_path):
+    """The library's own 'not supported on this device' (a module reporting no release: no contract stops the call)
+    is printed as the target unavailable with the library's words, not as a pass with nothing compared."""
+    (tmp_path / "gdn_unsupported_here.py").write_text(UNSUPPORTED_MODULE)
+    case = coordinate("sglang-packed-decode-pass-0.json")
+    proc = probe(case, "--target", "flashinfer-pretranspose-fp32", "--module", "flashinfer=gdn_unsupported_here",
+                 path=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"flashinfer-pretranspose-fp32: unavailable (CakeGDNUnsupportedError: {CAKE_ON_SM90}): {case}"]

@@ -58,6 +58,8 @@ def line(result: CheckResult) -> str:
     """One check in one line: target, outcome, the judged error-to-bound ratios or the failure, the coordinate."""
     if result.failure is not None:
         return f"{result.target}: {result.failure.kind}: {result.case!r}: {result.failure.detail[:200]}"
+    if result.unavailable:  # the library said this device is not supported: no verdict
+        return f"{result.target}: unavailable ({result.unavailable}): {result.case!r}"
     if result.unjudged:
         return f"{result.target}: unjudged ({result.unjudged}): {result.case!r}"
     ratios = ", ".join(f"{c.kind} {c.ratio:.3g}" for c in result.comparisons)
