@@ -522,3 +522,17 @@ def test_issue_body_shows_the_call_the_script_makes(tmp_path):
         words = line.split("=", 1)[1].strip()
         assert (f"{row[1]} {row[2]}  strides {row[3]}" in words) if row[1] else (row[5] == f"`{words}`"), (row, line)
     assert "| `initial_state_indices` | int32 | [2] | (1,) | 0 | `[" in call
+
+
+def test_no_path_of_this_machine_in_an_issue_body(tmp_path):
+    """A library's own log line (FlashInfer names its kernel cache under the temporary folder) loses the machine's
+    paths as the script's folder, the Python installation and the home folder do."""
+    import tempfile
+
+    from fuzz.export.issue import scrub
+
+    script = tmp_path / "case.py"
+    log = (f"Persisted CuTe-DSL kernel to {tempfile.gettempdir()}/fi_ws/.cache/k.o; ran {script}; "
+           f"{sys.prefix}/lib/x.py; {os.path.expanduser('~')}/.cache/y")
+    assert scrub(log, script) == ("Persisted CuTe-DSL kernel to <tmp>/fi_ws/.cache/k.o; ran ./case.py; "
+                                  "<python>/lib/x.py; ~/.cache/y")

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +49,9 @@ def run_script(script: Path) -> tuple[int, str]:
 
 def scrub(text: str, script: Path) -> str:
     """No path of this machine in a public issue: the script's folder becomes ./, the Python installation
-    <python>, the home folder ~."""
+    <python>, the home folder ~, the temporary folder <tmp> (where a library's logs name its kernel cache)."""
     places = {str(script.resolve().parent) + os.sep: "./", sys.prefix: "<python>", sys.base_prefix: "<python>",
-              os.path.expanduser("~"): "~"}
+              os.path.expanduser("~"): "~", tempfile.gettempdir() + os.sep: "<tmp>/"}
     for place, name in sorted(places.items(), key=lambda p: -len(p[0])):
         if len(place) > 1:
             text = text.replace(place, name)
