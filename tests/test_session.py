@@ -103,3 +103,16 @@ def test_the_targets_table_names_what_stopped_a_test(box, bound, says):
         "target": "fla-recurrent", "op": "decode", "boxed": True, "box": box, "bound": bound}
     [line] = [ln for ln in report.summary_lines() if ln.lstrip().startswith("fla-recurrent ")]
     assert line.endswith(f"decode 2 (2 distinct) {says}"), line
+
+
+def test_two_boxed_tests_of_one_operation_say_what_stopped_them_once():
+    """test_prefill and test_large_pool_prefill both draw a target's prefill: the summary names the time box that
+    stopped them once, not once per test (the H200 gate of 2026-12-04 printed it twice)."""
+    from fuzz.run.report import RunReport
+
+    report = RunReport("h200", "cuda", targets={"t": {"unavailable": None, "version": "1", "origin": "installed"}})
+    report.examples[("t", "prefill")] = 3
+    report.tests = {test: {"target": "t", "op": "prefill", "boxed": True, "box": 60.0}
+                    for test in ("test_prefill[t]", "test_large_pool_prefill[t]")}
+    (line,) = [line for line in report.summary_lines() if line.strip().startswith("t ")]
+    assert line.endswith("prefill 3 (0 distinct) (stopped by its 60 s time box)"), line

@@ -142,8 +142,8 @@ class RunReport:
                 lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
                 continue
             runs = [f"{op} {n} ({len(self.distinct[(name, op)])} distinct)"
-                    + "".join(_stopped(info) for info in self.tests.values()
-                              if info["target"] == name and info["op"] == op and info.get("boxed"))
+                    + "".join(dict.fromkeys(_stopped(info) for info in self.tests.values()  # each reason once
+                                            if info["target"] == name and info["op"] == op and info.get("boxed")))
                     for (tn, op), n in sorted(self.examples.items()) if tn == name]
             lines.append(f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
                          f"{', '.join(runs) or 'no examples (not selected)'}")
