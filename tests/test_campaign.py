@@ -36,9 +36,10 @@ def test_smallest_logged_case_per_target_and_kind(tmp_path):
         session._log(target, f)
     assert [(t, k, repr(c)) for t, k, c in logged_failures(live)] == [
         ("t-a", "StateMismatch", BIG), ("t-a", "StateMismatch", SMALL), ("t-a", "NonFinite", OTHER)]
-    found = campaign.unfinished(live, reported={("t-a", "NonFinite")})
+    found = campaign.unfinished(live, reported={("t-a", "NonFinite")}, family="t-")
     assert [(f["target"], f["kind"], f["case"], f["minimal"]) for f in found] == [
         ("t-a", "StateMismatch", SMALL, False)]
+    assert campaign.unfinished(live, reported=set(), family="u-") == []  # another family's job: none of its rows
 
 
 def test_an_argument_type_error_is_flagged_as_ours():

@@ -95,7 +95,7 @@ def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bo
     ours = [f for f in data.failures if f.target.startswith(job.family)]
     failures = [f.to_json() for f in ours]
     if killed:
-        failures += unfinished(live, {(f.target, f.failure.kind) for f in ours})
+        failures += unfinished(live, {(f.target, f.failure.kind) for f in ours}, job.family)
     records = [r for r in data.records if r["target"].startswith(job.family)]
     return {"installation": job.where.label, "family": job.family, "seconds": round(seconds, 1),
             "exit": exit, "killed": killed, "db_per_run": db_per_run, "failures": failures,
@@ -105,13 +105,16 @@ def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bo
             "targets": {n: data.target_summary(n) for n in data.targets if n.startswith(job.family)}}
 
 
-def unfinished(live: Path, reported: set) -> list[dict]:
-    """The smallest logged case of each (target, kind) the report does not hold: its shrink was cut off."""
+def unfinished(live: Path, reported: set, family: str) -> list[dict]:
+    """The smallest logged case of each (target, kind) of the family's targets that the report does not hold: its
+    shrink was cut off."""
     from fuzz.case import Case
 
     smallest: dict = {}
     for line in live.read_text().splitlines() if live.exists() else []:
         d = json.loads(line)
+        if not d["target"].startswith(family):  # the job's report rows are its family's; so are its unfinished
+            continue
         key, case = (d["target"], d["kind"]), Case.parse(d["case"])
         if key not in reported and (key not in smallest or size(case) < size(smallest[key][0])):
             smallest[key] = (case, d)
