@@ -90,6 +90,10 @@ class Case:
         """Tokens per request."""
         return self.seqlens if self.op == "prefill" else (self.T,) * self.B
 
+    def size_key(self) -> tuple:
+        """Smaller first: the order in which a shrunk case is the better reproduction (B, T, pool, coordinate)."""
+        return self.B, self.T, self.pool, len(repr(self))
+
     # --- the coordinate -------------------------------------------------------------------------
     def __repr__(self) -> str:
         parts = [self.op, f"B{self.B}", f"T{self.T}", f"H{self.H}", f"HV{self.HV}", f"K{self.K}", f"V{self.V}",

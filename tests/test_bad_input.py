@@ -171,6 +171,7 @@ CLI_ERRORS = {
     "export of a bad coordinate": (["export", BASE.replace("T1", "T4"), "--target", "fla-recurrent"],
                                    "decode with T4"),
     "probe of an unknown target": (["probe", BASE, "--target", "nosuch"], "unknown target nosuch"),
+    "sanitize of an unknown target": (["sanitize", "nosuch", BASE], "gdn-fuzz sanitize: error: unknown target nosuch"),
     "probe with a bad grid": (["probe", BASE, "--grid", "B=0"], "--grid B=0: NAME is one of B, H, G, T"),
     "probe with a bad module": (["probe", BASE, "--module", "fla"], "--module 'fla': expected FAMILY=module.path"),
     "export of a missing corpus file": (["export", "/nonexistent.json"], "/nonexistent.json: not readable JSON"),

@@ -1,4 +1,4 @@
-"""gdn-fuzz calibrate (fuzz.run.calibration): error / bound per target x output x dtype over the passing examples,
+"""gdn-fuzz calibrate (fuzz.cli.calibrate): error / bound per target x output x dtype over the passing examples,
 with a flag where the margin is thin and no known bug bears on the output."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fuzz.run import calibration
+from fuzz.cli import calibrate as calibration
 from fuzz.run.report import RunReport
 
 ROOT = Path(__file__).resolve().parent.parent

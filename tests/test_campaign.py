@@ -1,4 +1,4 @@
-"""`gdn-fuzz campaign` (fuzz.run.campaign): a run cut off while shrinking still reports, per (target, failure kind),
+"""`gdn-fuzz campaign` (fuzz.cli.campaign): a run cut off while shrinking still reports, per (target, failure kind),
 the smallest case its live log holds, marked not minimal; an argument TypeError is flagged as our adapter error; a
 run killed after its first test leaves that test's report; a real campaign run on the CPU writes its table."""
 import json
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from fuzz.case import Case
+from fuzz.cli import campaign, campaign_tables
 from fuzz.generate.profiles import BUDGETS
 from fuzz.judge.failures import NonFinite, StateMismatch
-from fuzz.run import campaign, campaign_tables
 from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.result import Failure
 from fuzz.run.session import FuzzSession, Options, logged_failures, resumable
@@ -165,7 +165,7 @@ def test_a_later_run_finishes_the_shrink_an_earlier_one_cut_off(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     [unshrunk] = json.loads(first.read_text())["failures"]
     assert not unshrunk["minimal"], unshrunk
-    logged = min((c for t, k, c in logged_failures(live)), key=campaign_tables.size)
+    logged = min((c for t, k, c in logged_failures(live)), key=Case.size_key)
 
     second = tmp_path / "again.json"
     proc = fuzz_decode("--gdn-examples=1", f"--gdn-resume={live}", f"--gdn-report={second}")
@@ -174,7 +174,7 @@ def test_a_later_run_finishes_the_shrink_an_earlier_one_cut_off(tmp_path):
     case = Case.parse(shrunk["case"])
     assert shrunk["key"] == unshrunk["key"] and shrunk["minimal"], shrunk
     assert case.B == 1 and case.write_slots != case.read_slots and case.seed == 0, case
-    assert campaign_tables.size(case) < campaign_tables.size(logged)
+    assert case.size_key() < logged.size_key()
     assert shrunk["notes"][-1].startswith(f"shrunk by fuzz.run.reduce from {logged!r} (an earlier run's cut-off "
                                           "shrink)"), shrunk["notes"]
 
@@ -206,7 +206,7 @@ def test_a_campaign_resumes_each_run_from_the_same_runs_live_log(tmp_path, capsy
 
 def test_a_k_among_the_pytest_arguments_narrows_the_family_instead_of_replacing_it():
     """pytest keeps the last -k: passed on as it was, `--pytest -k X` ran other families under this one's title."""
-    from fuzz.run.campaign import selected
+    from fuzz.cli.campaign import selected
 
     assert selected("flashinfer-", ["-k", "decode", "-p", "no:warnings", "-kbf16"]) == (
         "(flashinfer-) and (decode) and (bf16)", ["-p", "no:warnings"])

@@ -12,3 +12,9 @@ def test_ruff_finds_nothing():
     run = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *TREES], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_readme_import_graph_is_what_the_code_gives():
+    run = subprocess.run([sys.executable, "scripts/import_graph.py", "--check"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.cli import gate
+from fuzz.cli import campaign, gate
+from fuzz.cli.campaign_tables import Settings
+from fuzz.cli.campaign_tables import markdown as campaign_markdown
 from fuzz.cli.gate_report import markdown, write_html, write_junit
-from fuzz.run import campaign
-from fuzz.run.campaign_tables import Settings
-from fuzz.run.campaign_tables import markdown as campaign_markdown
 from fuzz.run.installation import Installation
 from fuzz.run.session import resumable
 

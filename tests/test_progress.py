@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fuzz.run import campaign, events, progress
+from fuzz.cli import campaign
+from fuzz.run import events, progress
 from fuzz.run.events import Event, EventLog
 from fuzz.run.progress import Progress, Watch
 

@@ -11,11 +11,12 @@ import sys
 
 COMMANDS = {
     "gate": ("fuzz.cli.gate", "compare a baseline and a candidate installation of the target libraries"),
-    "campaign": ("fuzz.run.campaign", "time-boxed fuzzing of target families on one or more installations"),
+    "campaign": ("fuzz.cli.campaign", "time-boxed fuzzing of target families on one or more installations"),
     "export": ("fuzz.cli.export", "a standalone reproduction script for a corpus entry or a coordinate"),
-    "warm": ("fuzz.run.warm", "compile a profile's bucket plan into the kernel cache ahead of a run"),
+    "warm": ("fuzz.cli.warm", "compile a profile's bucket plan into the kernel cache ahead of a run"),
     "probe": ("fuzz.cli.probe", "check coordinates on targets, one verdict a line (--grid varies B, H, G, T)"),
-    "calibrate": ("fuzz.run.calibration", "how close passing cases come to the verdict's bound, per target and output"),
+    "sanitize": ("fuzz.cli.sanitize", "replay cases under compute-sanitizer memcheck, errors attributed to cases"),
+    "calibrate": ("fuzz.cli.calibrate", "how close passing cases come to the verdict's bound, per target and output"),
     "hypofuzz": ("fuzz.cli.hypofuzz", "coverage-guided campaigns under HypoFuzz, one worker process per GPU"),
 }
 USAGE = "usage: gdn-fuzz COMMAND [ARGS]\n" + "\n".join(f"  {name:9s} {what}" for name, (_, what) in COMMANDS.items())

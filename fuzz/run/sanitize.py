@@ -6,15 +6,14 @@ tensor is its own allocation) and only once per process (the first error kills t
 cases run in one child process under the sanitizer, each announced by a marker line; after an error the
 child is restarted at the next case.
 
-    python -m fuzz.run.sanitize flashinfer-bf16 'decode-B2-...' 'verify-B3-...'          # coordinates
-    python -m fuzz.run.sanitize flashinfer-bf16 --sample 20 --op decode --profile h200    # drawn cases
-    python -m fuzz.run.sanitize --child TARGET FILE DEVICE OVERRIDES                      # (internal)
+    gdn-fuzz sanitize flashinfer-bf16 'decode-B2-...' 'verify-B3-...'          # coordinates (fuzz.cli.sanitize)
+    gdn-fuzz sanitize flashinfer-bf16 --sample 20 --op decode --profile h200    # drawn cases
+    python -m fuzz.run.sanitize --child TARGET FILE DEVICE OVERRIDES            # the child it runs (internal)
 
 `pytest --gdn-sanitize` runs this on each shrunk KernelCrash / GuardBreach and attaches the report.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -24,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from fuzz.case import Case
 
@@ -146,59 +145,5 @@ def _child(target_name: str, path: str, device: str, overrides: str) -> None:
     print(DONE, flush=True)
 
 
-def _sample(target, op: str, profile: str, n: int) -> list[Case]:
-    """n cases the strategies draw for this target (derandomized: the same list every time)."""
-    from hypothesis import Phase, given, settings
-    from hypothesis import strategies as st
-
-    from fuzz.generate.profiles import budget_for
-    from fuzz.generate.strategies import cases
-
-    drawn: list[Case] = []
-
-    @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate])
-    @given(st.data())
-    def collect(data):
-        drawn.append(data.draw(cases(target, op, budget_for(profile))))
-
-    collect()
-    return drawn[:n]
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target")
-    p.add_argument("coordinates", nargs="*")
-    p.add_argument("--sample", type=int, default=0, help="also draw this many cases from the strategies")
-    p.add_argument("--op", default="decode")
-    p.add_argument("--profile", default="h200")
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--gdn-target", action="append", default=[], metavar="FAMILY=module")
-    p.add_argument("--out", help="write the results as JSON")
-    p.add_argument("--seconds", type=float, default=900.0, help="time budget: cases not finished by then are not run")
-    args = p.parse_args(argv)
-    from fuzz.targets.registry import TARGETS, parse_overrides, set_overrides
-
-    overrides = parse_overrides(args.gdn_target)
-    set_overrides(overrides)
-    target = next(t for t in TARGETS if t.name == args.target)
-    todo = [Case.parse(c) for c in args.coordinates] + (_sample(target, args.op, args.profile, args.sample)
-                                                        if args.sample else [])
-    results = sanitize(args.target, todo, args.device, overrides, timeout=args.seconds)
-    for r in results:
-        print(f"{'clean' if r.clean else 'DIRTY'}  errors={r.errors}  {r.outcome[:80]}  {r.case}")
-        if not r.clean:
-            print("\n".join("    " + ln for ln in r.report.splitlines()[:40]))
-    print(f"{len(results)} of {len(todo)} cases run under memcheck within {args.seconds:g} s, "
-          f"{sum(not r.clean for r in results)} with memcheck errors or a dead child")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump([asdict(r) for r in results], f, indent=1)
-    return int(any(not r.clean for r in results))
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--child"]:
-        _child(*sys.argv[2:6])
-    else:
-        sys.exit(main())
+if __name__ == "__main__":  # the child that runs the cases under the sanitizer (the command: fuzz.cli.sanitize)
+    _child(*sys.argv[2:6])

@@ -35,7 +35,6 @@ from hypothesis.errors import InvalidArgument
 from fuzz.case import Case
 from fuzz.generate.profiles import Budget, sized
 from fuzz.generate.strategies import cases, large_buckets
-from fuzz.run.campaign_tables import size
 from fuzz.run.events import EventLog
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.harness import check
@@ -340,7 +339,7 @@ def resumable(live: Path, target: str, op: str) -> dict[FailureKey, Case]:
     for d in map(json.loads, filter(None, live.read_text().splitlines())):
         case, key = Case.parse(d["case"]), FailureKey.from_json(d["key"])
         if d["target"] == target and case.op == op and key not in done and \
-                (key not in smallest or size(case) < size(smallest[key])):
+                (key not in smallest or case.size_key() < smallest[key].size_key()):
             smallest[key] = case
     return smallest
 

@@ -1,6 +1,5 @@
-"""`gdn-fuzz warm`: compile a profile's bucket plan into the kernel cache ahead of a run.
-
-    gdn-fuzz warm --profile h200 [-k flashinfer-] [--jobs 16] [--masks release] [--kernel-cache DIR]
+"""Compiling a profile's bucket plan into the kernel cache ahead of a run: the engine of `gdn-fuzz warm`
+(fuzz.cli.warm).
 
 A GPU run spends its examples inside the compile buckets of a fixed plan (fuzz.generate.strategies.bucket_plan). A
 bucket is still several compiled kernels: the library picks a tile by B * HV (fuzz.targets.dispatch and the kernels'
@@ -15,7 +14,6 @@ warmed ahead, or which were not.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -24,14 +22,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from fuzz.case import Case
-from fuzz.generate.profiles import PROFILES, Budget, budget_for
+from fuzz.generate.profiles import Budget
 from fuzz.generate.strategies import MAX_STRADDLE_B, Bucket, bucket_plan
 from fuzz.targets import dispatch
-from fuzz.targets.known_bugs import MASK_POLICIES
 
 MANIFEST = "gdn-warm.json"
 # B * HV bands where kernels pick another tile without changing kernel (FlashInfer 0.7.4 gdn_decode_mtp.py
@@ -169,7 +165,7 @@ def status(ran: dict, directories, profile: str, budget: Budget, masks: str) -> 
     by_name = {t.name: t for t in TARGETS}
     cold = [f"{name} {op}" for name, ops in sorted(ran.items()) if name in by_name for op in sorted(ops)
             if op in by_name[name].support.ops
-            and warmed.get(_key(profile, masks, name, op)) != plan_digest(by_name[name], op, budget, masks)]
+            and warmed.get(manifest_key(profile, masks, name, op)) != plan_digest(by_name[name], op, budget, masks)]
     if not ran:
         return "warm-up: no fuzz test ran"
     if not cold:
@@ -179,7 +175,7 @@ def status(ran: dict, directories, profile: str, budget: Budget, masks: str) -> 
             f"--masks {masks} compiles them)")
 
 
-def _key(profile: str, masks: str, target: str, op: str) -> str:
+def manifest_key(profile: str, masks: str, target: str, op: str) -> str:
     return f"{profile}/{masks}/{target}/{op}"
 
 
@@ -244,65 +240,5 @@ def run_units(units: list[Unit], device: str, jobs: int, timeout: float) -> Prog
     return progress
 
 
-def main(argv: list[str] | None = None) -> int:
-    from fuzz.cli.main import BAD_INPUT, Parser
-
-    p = Parser(prog="gdn-fuzz warm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default="h200", choices=PROFILES)
-    p.add_argument("-k", default="", metavar="SUBSTRING", help="only targets whose name contains it")
-    p.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 16),
-                   help="worker processes compiling at once (default: the cores, at most 16)")
-    p.add_argument("--masks", default="release", choices=MASK_POLICIES,
-                   help="the known-bug mask policy of the run to warm for (its plan depends on it)")
-    p.add_argument("--kernel-cache", default=None, metavar="DIR", help="as pytest's --gdn-kernel-cache")
-    p.add_argument("--override", action="append", default=[], metavar="FAMILY=module",
-                   help="as pytest's --gdn-target")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds one case may take (compiles included)")
-    args = p.parse_args(argv)
-    if args.jobs < 1:
-        p.error(f"--jobs {args.jobs}: expected at least 1")
-    budget = budget_for(args.profile)
-    if not budget.plan_size:
-        print(f"gdn-fuzz warm: the {args.profile} profile draws its buckets freely, with no plan to compile ahead")
-        return 0
-    if budget.device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-    from fuzz.run import kernel_cache
-
-    try:
-        cache = kernel_cache.configure(args.kernel_cache)
-    except ValueError as e:
-        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: {e}\n")
-    from fuzz.targets.registry import TARGETS, parse_overrides, set_overrides
-
-    try:
-        set_overrides(parse_overrides(args.override, "--override"))
-    except ValueError as e:
-        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: {e}\n")
-    chosen = [t for t in TARGETS if args.k in t.name]
-    if not chosen:
-        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: -k {args.k!r} selects no target\n")
-    units, skipped = units_for(chosen, budget, args.masks)
-    for name, why in sorted(skipped.items()):
-        print(f"{name}: not warmed: {why}")
-    if not units:
-        print("gdn-fuzz warm: nothing to compile: no selected target is available here", file=sys.stderr)
-        return 1
-    began = time.monotonic()
-    progress = run_units(units, budget.device, args.jobs, args.timeout)
-    seconds = time.monotonic() - began
-    by_name = {t.name: t for t in TARGETS}
-    pairs = sorted({(u.target, u.op) for u in units})
-    meta = {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cases": progress.total,
-            "seconds": round(seconds, 1), "jobs": args.jobs}
-    entries = {_key(args.profile, args.masks, name, op): plan_digest(by_name[name], op, budget, args.masks)
-               for name, op in pairs}
-    for directory in cache.directories.values():
-        write_manifest(directory, entries, meta)
-    print(f"gdn-fuzz warm: {progress.total} cases of {len(units)} planned buckets ({len(pairs)} target x operation "
-          f"pairs) in {seconds:.1f} s with {args.jobs} processes; {progress.failed} failed (not judged here: the "
-          f"fuzz run finds and shrinks them); {cache.describe()}")
-    return 0
-
-
-__all__ = ["MANIFEST", "Unit", "main", "plan_batches", "plan_case", "plan_digest", "run_units", "status", "units_for"]
+__all__ = ["MANIFEST", "Unit", "manifest_key", "plan_batches", "plan_case", "plan_digest", "run_units", "status",
+           "units_for", "write_manifest"]

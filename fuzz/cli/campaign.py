@@ -24,9 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from fuzz.cli.campaign_tables import Settings, markdown
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import events, installation
-from fuzz.run.campaign_tables import Settings, markdown, size
 from fuzz.run.progress import Progress, Watch, events_file
 from fuzz.run.report import RunReport
 from fuzz.run.report import load as load_report
@@ -116,7 +116,7 @@ def unfinished(live: Path, reported: set, family: str) -> list[dict]:
         if not d["target"].startswith(family):  # the job's report rows are its family's; so are its unfinished
             continue
         key, case = (d["target"], d["kind"]), Case.parse(d["case"])
-        if key not in reported and (key not in smallest or size(case) < size(smallest[key][0])):
+        if key not in reported and (key not in smallest or case.size_key() < smallest[key][0].size_key()):
             smallest[key] = (case, d)
     return [{"target": t, "kind": k, "case": repr(c), "detail": d["detail"], "key": d["key"], "minimal": False,
              "first_hit_seconds": None, "hits": None, "test": None} for (t, k), (c, d) in sorted(smallest.items())]

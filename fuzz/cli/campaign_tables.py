@@ -17,11 +17,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # reports written before failures 
 ADAPTER_ERROR = re.compile(r"TypeError: .*(unexpected keyword argument|missing \w+ required|positional argument)")
 
 
-def size(case: Case) -> tuple:
-    """Smaller first: the order in which a shrunk case is the better reproduction."""
-    return case.B, case.T, case.pool, len(repr(case))
-
-
 @dataclass(frozen=True)
 class Settings:
     """What a campaign was run with: stored in its summary.json, so --render titles it as it ran."""
@@ -139,7 +134,7 @@ def by_bug(r: dict) -> list[str]:
              "|---|---|---|---|---|---|---|"]
     order = lambda kv: (not earliest(kv[1]), earliest(kv[1]).get("first_hit_seconds", 0))
     for name, fs in sorted(groups.items(), key=order):
-        small = min(fs, key=lambda f: size(Case.parse(f["case"])))["case"]
+        small = min(fs, key=lambda f: Case.parse(f["case"]).size_key())["case"]
         first = earliest(fs)
         hit, before = first.get("first_hit_seconds"), first.get("examples_before")
         lines.append(f"| {name} | {len(fs)} | {', '.join(sorted({f['kind'] for f in fs}))} | "

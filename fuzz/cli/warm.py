@@ -1,0 +1,78 @@
+"""`gdn-fuzz warm`: compile a profile's bucket plan into the kernel cache ahead of a run (the engine, what a bucket
+plan is and how it is compiled: fuzz.run.warm).
+
+    gdn-fuzz warm --profile h200 [-k flashinfer-] [--jobs 16] [--masks release] [--kernel-cache DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import UTC, datetime
+
+from fuzz.cli.main import BAD_INPUT, Parser
+from fuzz.generate.profiles import PROFILES, budget_for
+from fuzz.run import warm
+from fuzz.run.warm import manifest_key, plan_digest, run_units, units_for, write_manifest
+from fuzz.targets.known_bugs import MASK_POLICIES
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = Parser(prog="gdn-fuzz warm", description=__doc__ + "\n" + warm.__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", default="h200", choices=PROFILES)
+    p.add_argument("-k", default="", metavar="SUBSTRING", help="only targets whose name contains it")
+    p.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 16),
+                   help="worker processes compiling at once (default: the cores, at most 16)")
+    p.add_argument("--masks", default="release", choices=MASK_POLICIES,
+                   help="the known-bug mask policy of the run to warm for (its plan depends on it)")
+    p.add_argument("--kernel-cache", default=None, metavar="DIR", help="as pytest's --gdn-kernel-cache")
+    p.add_argument("--override", action="append", default=[], metavar="FAMILY=module",
+                   help="as pytest's --gdn-target")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds one case may take (compiles included)")
+    args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs {args.jobs}: expected at least 1")
+    budget = budget_for(args.profile)
+    if not budget.plan_size:
+        print(f"gdn-fuzz warm: the {args.profile} profile draws its buckets freely, with no plan to compile ahead")
+        return 0
+    if budget.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from fuzz.run import kernel_cache
+
+    try:
+        cache = kernel_cache.configure(args.kernel_cache)
+    except ValueError as e:
+        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: {e}\n")
+    from fuzz.targets.registry import TARGETS, parse_overrides, set_overrides
+
+    try:
+        set_overrides(parse_overrides(args.override, "--override"))
+    except ValueError as e:
+        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: {e}\n")
+    chosen = [t for t in TARGETS if args.k in t.name]
+    if not chosen:
+        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: -k {args.k!r} selects no target\n")
+    units, skipped = units_for(chosen, budget, args.masks)
+    for name, why in sorted(skipped.items()):
+        print(f"{name}: not warmed: {why}")
+    if not units:
+        print("gdn-fuzz warm: nothing to compile: no selected target is available here", file=sys.stderr)
+        return 1
+    began = time.monotonic()
+    progress = run_units(units, budget.device, args.jobs, args.timeout)
+    seconds = time.monotonic() - began
+    by_name = {t.name: t for t in TARGETS}
+    pairs = sorted({(u.target, u.op) for u in units})
+    meta = {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cases": progress.total,
+            "seconds": round(seconds, 1), "jobs": args.jobs}
+    entries = {manifest_key(args.profile, args.masks, name, op): plan_digest(by_name[name], op, budget, args.masks)
+               for name, op in pairs}
+    for directory in cache.directories.values():
+        write_manifest(directory, entries, meta)
+    print(f"gdn-fuzz warm: {progress.total} cases of {len(units)} planned buckets ({len(pairs)} target x operation "
+          f"pairs) in {seconds:.1f} s with {args.jobs} processes; {progress.failed} failed (not judged here: the "
+          f"fuzz run finds and shrinks them); {cache.describe()}")
+    return 0
