@@ -27,6 +27,10 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 INDEX_DTYPES = ("i32", "i64")
 LAYOUTS = ("vk", "kv")
+# The gate regimes a case may name; fuzz.generate.materialize.GATE_REGIMES gives each its parameters. "mixed": a regime
+# per value head.
+GATE_NAMES = ("mild", "nodecay", "forget", "threshold", "saturated", "negsat")
+GATES = (*GATE_NAMES, "mixed")
 NULLS = (-1, 0)
 SEEDS = 2**32  # fuzz.generate.values keeps 32 bits of a seed: a larger one would name the same tensors
 
@@ -58,7 +62,7 @@ class Case:
     input_dtype: str = "bf16"
     index_dtype: str = "i32"
     layout: Literal["vk", "kv"] = "vk"
-    gate: str = "mild"  # gate regime, see fuzz.generate.materialize.GATE_REGIMES
+    gate: str = "mild"  # gate regime, one of GATES
     scale: float | None = None
     l2norm: bool = True
     update: bool = True  # False: disable_state_update
@@ -175,12 +179,6 @@ _LEAST = {"H": 1, "HV": 1, "K": 1, "V": 1, "T": 0, "pool": 1, "seed": 0, "pool_g
           "inter_steps": 0, "inter_spare_steps": 0, "warm_pool": 0}
 
 
-def _gate_regimes() -> tuple[str, ...]:
-    from fuzz.generate.materialize import GATE_REGIMES  # at call time: materialize imports this module
-
-    return (*GATE_REGIMES, "mixed")
-
-
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
@@ -200,7 +198,7 @@ def _problem(c: Case) -> str | None:
     if c.seed >= SEEDS:
         return f"seed{c.seed}: expected a seed below 2**32"
     for name, allowed in (("state_dtype", DTYPES), ("input_dtype", DTYPES), ("index_dtype", INDEX_DTYPES),
-                          ("layout", LAYOUTS), ("gate", _gate_regimes()), ("null", NULLS)):
+                          ("layout", LAYOUTS), ("gate", GATES), ("null", NULLS)):
         if getattr(c, name) not in allowed:
             return f"{name}={getattr(c, name)!r}: expected one of {', '.join(map(str, allowed))}"
     for name in ("l2norm", "update", "output_given"):

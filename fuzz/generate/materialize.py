@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fuzz.case import TORCH_DTYPES, Case
+from fuzz.case import GATE_NAMES, TORCH_DTYPES, Case
 from fuzz.generate.values import Values
 
 GUARD_SLOTS = 2  # pool slots on each side: index -1 and -2 land here
@@ -235,7 +235,7 @@ GATE_REGIMES = {
     "saturated": ((0.0, 3.0), (40.0, 60.0), 40.0),
     "negsat": ((-1.0, 1.0), (-60.0, 30.0), 40.0),
 }
-GATES = (*GATE_REGIMES, "mixed")  # "mixed": a regime per value head
+assert tuple(GATE_REGIMES) == GATE_NAMES, "a regime a Case may name has no parameters here, or the other way round"
 # Per-token magnitudes of q, k, v: exact powers of two from 2^-10 (an eps-dominated l2norm) to 2^3 (large v).
 MAGNITUDES = tuple(2.0 ** e for e in range(-10, 4))
 

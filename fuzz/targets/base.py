@@ -16,8 +16,8 @@ from types import ModuleType
 
 import torch
 
-from fuzz.case import Case
-from fuzz.generate.materialize import GATES, OFFSET_BITS, Tensors
+from fuzz.case import GATES, Case
+from fuzz.generate.materialize import OFFSET_BITS, Tensors
 from fuzz.targets.contract import Contract, contract_for, runs_on
 from fuzz.targets.known_bugs import KnownBug, known_bugs, serving_bugs
 from fuzz.targets.semantics import Semantics, semantics_for
@@ -60,7 +60,7 @@ class Support:
     l2norm_off: bool = True
     output_optional: bool = False  # output= may be None (the library allocates the buffer it returns)
     wide_offsets: bool = True  # slot offsets past 2^31 elements are drawn (the large-pool test; a known bug masks it)
-    gate_regimes: tuple = GATES  # fuzz.generate.materialize gate regimes drawn
+    gate_regimes: tuple = GATES  # fuzz.case gate regimes drawn
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
 
     def least_B(self, H: int, T: int) -> int:
