@@ -497,14 +497,38 @@ def _fields(result: SparseResult) -> dict:
     return {f: getattr(result, f) for f in result.__dataclass_fields__ if getattr(result, f) is not None}
 
 
+def within_one_ulp(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-identical, or float32 / bfloat16 with every element within one ulp of the tensor's largest magnitude (the
+    rounding of an fp32 reduction or product whose terms reach that magnitude), finite where the other is."""
+    if same_bits(a, b):
+        return True
+    if a.dtype not in (torch.float32, torch.bfloat16) or a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    x, y = a.double(), b.double()
+    if not torch.equal(torch.isfinite(x), torch.isfinite(y)):
+        return False
+    finite = torch.isfinite(y)
+    step = torch.finfo(a.dtype).eps * y[finite].abs().max()
+    return bool(((x - y)[finite].abs() <= step).all())
+
+
 @pytest.mark.parametrize("name", sorted(PINNED))
-def test_batched_results_are_bitwise_the_pinned_ones(name):
-    """The batched oracle's results on seeded calls, bit for bit as recorded (torch 2.13 on an x86-64 CPU) in
-    tests/data/batched-pinned.pt, so a refactoring of reference/ cannot move a bit unnoticed. A torch or BLAS whose
-    kernels round differently fails here first: re-record with
+def test_batched_results_are_the_pinned_ones(name):
+    """The batched oracle's results on seeded calls as recorded (torch 2.13 on an x86-64 CPU) in
+    tests/data/batched-pinned.pt, so a refactoring of reference/ cannot move them unnoticed: float64 fields bit for
+    bit; float32 and bfloat16 fields (the precision models' fp32 arithmetic) within one ulp of their largest
+    magnitude, because torch's fp32 kernels round differently by CPU (an AVX-512 AMD EPYC gave 5 of 90 and 6 of 120
+    float32 outputs up to 1.2e-7 off the recording, every float64 field identical). Re-record with
     `torch.save({n: _fields(c()) for n, c in PINNED.items()}, PINNED_FILE)` once test_oracle_batched passes."""
     pinned = torch.load(PINNED_FILE, weights_only=True)[name]
     got = _fields(PINNED[name]())
     assert sorted(got) == sorted(pinned)
     for field, value in got.items():
-        assert same_bits(value, pinned[field]), f"{name}: {field} differs from the pinned result"
+        assert within_one_ulp(value, pinned[field]), f"{name}: {field} differs from the pinned result"
+
+
+def test_one_ulp_is_the_only_slack():
+    one = torch.tensor([1.0, -2.0])
+    assert within_one_ulp(one, torch.nextafter(one, torch.full_like(one, 9.0)))
+    assert not within_one_ulp(one, one + torch.tensor([4 * torch.finfo(torch.float32).eps, 0.0]))
+    assert not within_one_ulp(one.double(), torch.nextafter(one.double(), torch.full_like(one.double(), 9.0)))
