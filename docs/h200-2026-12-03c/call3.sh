@@ -13,12 +13,14 @@ else M=(); N=(--module flashinfer=flashinfer.gdn_decode); fi
   echo "== the same module given as an override, which reports no release (no contract: the library's own answer)"
   timeout 90 $PY -m fuzz probe "$C" "${C//K128-V128/K8-V8}" --target flashinfer-mtp-fp32 --target flashinfer-cake-fp32 \
     "${N[@]}"; echo "exit $?"; } > $R/probe.out 2>&1
+pack > /dev/null  # each phase's results go back as they appear, not only at the end (a cut call returns what is there)
 mkdir -p $R/issues
 if [ "${DRY:-0}" = 1 ]; then A=$PYTHONPATH; else A=$GDN_FI_PYTHONPATH_fi072p1:$PWD; fi
 PYTHONPATH=$A OUT=$R/issues PYTHON=$PY timeout 60 bash docs/issues-2026-12-03/export.sh \
   flashinfer-bf16-verify-IntermediateMismatch-0 > $R/issues/export.out 2>&1
 OUT=$R/issues PYTHON=$PY timeout 60 bash docs/issues-2026-12-03/export.sh \
   flashinfer-mtp-fp32-verify-PoolCorruption-0 >> $R/issues/export.out 2>&1
+pack > /dev/null
 timeout ${GATE_T:-330} $PY -m fuzz gate "${BASE[@]}" "${CAND[@]}" --profile $PROFILE --families flashinfer --parallel \
   --out $R/gate -- --gdn-test-seconds ${BOX:-60} --gdn-shrink-seconds 30 -n ${WORKERS:-6} --gdn-isolate \
   -p no:warnings > $R/gate.out 2>&1
