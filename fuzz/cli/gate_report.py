@@ -1,5 +1,5 @@
-"""The gate's reports, from one fuzz.cli.gate.Result: the markdown summary (a CI step summary), the JUnit XML and the
-HTML report (one self-contained file: tables, and matplotlib plots embedded as base64 PNG)."""
+"""The gate's reports, rendered from one fuzz.cli.gate_model.Result: the markdown summary (a CI step summary), the
+JUnit XML and the HTML report (one self-contained file: tables, and matplotlib plots embedded as base64 PNG)."""
 from __future__ import annotations
 
 import base64
@@ -15,7 +15,7 @@ from matplotlib import colormaps
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global figure state
 
-from fuzz.cli.gate import FLOOR, SEED, STATUSES, Drift, Result, Row
+from fuzz.cli.gate_model import FLOOR, SEED, STATUSES, Drift, Result, Row
 
 COLORS = {"baseline": "tab:blue", "candidate": "tab:orange"}
 NOTABLE = 2.0  # a change of the median ratio by this factor (either way) is flagged
