@@ -23,7 +23,7 @@ import pytest
 from fuzz.case import Case
 from fuzz.cli import gate
 from fuzz.run.installation import Installation
-from fuzz.run.report import FailedTest, FailureRecord, RunReport
+from fuzz.run.report import ExampleRecord, FailedTest, FailureRecord, RunReport
 from fuzz.run.report import load as load_report
 from fuzz.run.result import Failure
 
@@ -273,9 +273,12 @@ def test_a_corpus_replay_failure_and_a_fuzz_tests_own_failure_line():
 
 # ---- numerics drift, on hand-built records -----------------------------------------------------------------------
 
-def record(case, ratios, test=FUZZ, target="t-a") -> dict:
-    return {"test": test, "target": target, "op": "decode", "case": case, "T": 1, "state_dtype": "fp32",
-            "bucket": "b", "outcome": "pass", "stage": "generate", "ratios": ratios}
+C = {name: CASE.replace("-seed0-", f"-seed{seed}-")
+     for seed, name in enumerate(("c1", "c2", "c3", "only-baseline", "only-candidate"), 1)}  # name -> coordinate
+
+
+def record(name, ratios, test=FUZZ, target="t-a") -> ExampleRecord:
+    return ExampleRecord(test, target, "decode", Case.parse(C[name]), "b", "pass", "generate", ratios)
 
 
 def test_drift_is_over_the_coordinates_both_sides_judged():
@@ -286,10 +289,10 @@ def test_drift_is_over_the_coordinates_both_sides_judged():
                                       record("c1", {"output": 0.3})])  # checked twice: its worst counts
     output, state = gate.drift(base.report, cand.report)
     assert (output.target, output.kind, output.judged) == ("t-a", "output", (4, 4))
-    assert sorted(output.shared) == [("c1", 0.1, 0.4), ("c2", 0.2, 0.2), ("c3", 0.0, 0.0005)]
+    assert sorted(output.shared) == sorted([(C["c1"], 0.1, 0.4), (C["c2"], 0.2, 0.2), (C["c3"], 0.0, 0.0005)])
     assert output.stats(0) == (0.1, 0.2) and output.stats(1) == (0.2, 0.4)
     assert output.change == pytest.approx(2.0)  # ratio of medians
-    assert output.worst() == [("c1", 0.1, 0.4, pytest.approx(4.0))]  # c3 grew below the floor: not growth
+    assert output.worst() == [(C["c1"], 0.1, 0.4, pytest.approx(4.0))]  # c3 grew below the floor: not growth
     assert (state.kind, state.judged, state.shared, state.stats(1), state.change) == ("state", (1, 0), [], None, None)
     assert gate.shared_coordinates(base.report, cand.report) == (4, 4, 3)
 

@@ -96,12 +96,12 @@ def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bo
     failures = [f.to_json() for f in ours]
     if killed:
         failures += unfinished(live, {(f.target, f.failure.kind) for f in ours}, job.family)
-    records = [r for r in data.records if r["target"].startswith(job.family)]
+    records = [r for r in data.records if r.target.startswith(job.family)]
     return {"installation": job.where.label, "family": job.family, "seconds": round(seconds, 1),
             "exit": exit, "killed": killed, "db_per_run": db_per_run, "failures": failures,
             "errors": [e.to_json() for e in data.errors], "environment": data.environment, "examples": len(records),
-            "distinct": len({(r["target"], r["case"]) for r in records}),
-            "buckets": len({r["bucket"] for r in records}),
+            "distinct": len({(r.target, r.case) for r in records}),
+            "buckets": len({r.bucket for r in records}),
             "targets": {n: data.target_summary(n) for n in data.targets if n.startswith(job.family)}}
 
 

@@ -153,14 +153,13 @@ def export_scripts(rows: list[Row], sides: list[Side], directory: Path) -> None:
 
 # ---- numerics drift ----------------------------------------------------------------------------------------------
 
-def _ratios(report: RunReport) -> dict[tuple[str, str], dict[tuple[str, str], float]]:
-    """(target, kind) -> {(test, coordinate): error/bound}; a coordinate checked twice keeps its worst ratio."""
+def _ratios(report: RunReport) -> dict[tuple[str, str], dict[tuple[str, Case], float]]:
+    """(target, kind) -> {(test, case): error/bound}; a case checked twice keeps its worst ratio."""
     found: dict = {}
     for r in report.records:
-        for kind, ratio in r["ratios"].items():
-            per = found.setdefault((r["target"], kind), {})
-            key = (r["test"], r["case"])
-            per[key] = max(per.get(key, 0.0), ratio)
+        for kind, ratio in r.ratios.items():
+            per = found.setdefault((r.target, kind), {})
+            per[r.coordinate] = max(per.get(r.coordinate, 0.0), ratio)
     return found
 
 
@@ -169,14 +168,14 @@ def drift(baseline: RunReport, candidate: RunReport) -> list[Drift]:
     rows = []
     for key in sorted(base.keys() | cand.keys()):
         b, c = base.get(key, {}), cand.get(key, {})
-        shared = sorted(b.keys() & c.keys())
-        rows.append(Drift(*key, (len(b), len(c)), [(case, b[(test, case)], c[(test, case)]) for test, case in shared]))
+        shared = sorted(b.keys() & c.keys(), key=lambda k: (k[0], repr(k[1])))
+        rows.append(Drift(*key, (len(b), len(c)), [(repr(k[1]), b[k], c[k]) for k in shared]))
     return rows
 
 
 def shared_coordinates(baseline: RunReport, candidate: RunReport) -> tuple[int, int, int]:
     """Coordinates (test, case) judged by the baseline, by the candidate, by both."""
-    judged = [{(r["test"], r["case"]) for r in side.records if r["ratios"]} for side in (baseline, candidate)]
+    judged = [{r.coordinate for r in side.records if r.ratios} for side in (baseline, candidate)]
     return len(judged[0]), len(judged[1]), len(judged[0] & judged[1])
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from fuzz.case import Case
 from fuzz.run.result import CheckResult, CrashAttribution, Failure
 
 SCHEMA = 2
@@ -46,6 +48,40 @@ class FailedTest:
         return cls(d["test"], d["when"], d["message"])
 
 
+@dataclass(frozen=True)
+class ExampleRecord:
+    """One checked example: its test, target, operation and case, the dispatch bucket it ran in, its outcome and
+    stage, and the error-to-bound ratio of each judged kind."""
+
+    test: str  # node id (the target's name where no test ran it)
+    target: str
+    op: str
+    case: Case
+    bucket: str  # its dispatch bucket (fuzz.run.harness.dispatch_bucket)
+    outcome: str  # "pass", its failure kind, or "unjudged" (the device ran out of memory)
+    stage: str  # "generate", "shrink" or "final" (Hypothesis's last replay)
+    ratios: Mapping[str, float] = field(default_factory=dict, hash=False)  # judged kind -> error / bound
+    seconds: float = 0.0
+
+    @property
+    def coordinate(self) -> tuple[str, Case]:
+        """(test, case): what the gate compares a side's ratios by."""
+        return self.test, self.case
+
+    def to_json(self) -> dict:
+        case = self.case
+        return {"test": self.test, "target": self.target, "op": self.op, "case": repr(case), "T": case.T,
+                "state_dtype": case.state_dtype, "input_dtype": case.input_dtype, "bucket": self.bucket,
+                "outcome": self.outcome, "stage": self.stage, "ratios": dict(self.ratios),
+                "seconds": round(self.seconds, 4)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ExampleRecord:
+        """T, state_dtype and input_dtype (absent in reports written before it) are the case's own."""
+        return cls(d["test"], d["target"], d["op"], Case.parse(d["case"]), d["bucket"], d["outcome"], d["stage"],
+                   d["ratios"], d["seconds"])
+
+
 @dataclass
 class FailureRecord:
     """One distinct failure (a failure key) of one test: the minimal case Hypothesis shrank it to, when and how
@@ -73,8 +109,6 @@ class FailureRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> FailureRecord:
-        from fuzz.case import Case
-
         crash = d.get("attribution")  # absent in reports written before crashes were attributed
         failure = Failure(d["kind"], Case.parse(d["case"]), d["detail"], d["cause"], d["bucket"], tuple(d["notes"]),
                           CrashAttribution.from_json(crash) if crash else None,
@@ -94,7 +128,7 @@ class RunReport:
     tests: dict = field(default_factory=dict)  # nodeid -> {"target", "op", "seconds", "rounds", "boxed", ...}
     failures: list = field(default_factory=list)  # FailureRecord
     errors: list = field(default_factory=list)  # FailedTest: failed tests that are not fuzz findings
-    records: list = field(default_factory=list)  # one dict per checked example
+    records: list = field(default_factory=list)  # ExampleRecord: one per checked example
     phases: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> phase -> seconds
     isolation: Counter = field(default_factory=Counter)  # --gdn-isolate workers: calls, starts, crashes, hangs, ...
     kernel_cache: str = ""  # where compiled kernels are kept (fuzz.run.kernel_cache.KernelCache.describe)
@@ -109,12 +143,8 @@ class RunReport:
         self.distinct[key].add(repr(result.case))
         for name, s in result.phases.items():
             self.phases[result.target][name] += s
-        case = result.case
-        self.records.append({
-            "test": test, "target": result.target, "op": op, "case": repr(case), "T": case.T,
-            "state_dtype": case.state_dtype, "input_dtype": case.input_dtype, "bucket": result.bucket,
-            "outcome": result.outcome, "stage": stage,
-            "ratios": {c.kind: c.ratio for c in result.comparisons}, "seconds": round(seconds, 4)})
+        self.records.append(ExampleRecord(test, result.target, op, result.case, result.bucket, result.outcome, stage,
+                                          {c.kind: c.ratio for c in result.comparisons}, seconds))
 
     def add_failure(self, record: FailureRecord) -> None:
         self.failures.append(record)
@@ -155,7 +185,7 @@ class RunReport:
             per += f", {s['first_seconds'] / s['firsts']:.2f} s from start to first example" if s["firsts"] else ""
             lines.append(f"  isolated in worker processes: {s['calls']} calls, {s['starts']} starts ({s['restarts']} "
                          f"restarts{per}), {s['crashes']} crashes, {s['hangs']} hangs")
-        if unjudged := Counter(r["target"] for r in self.records if r["outcome"] == "unjudged"):
+        if unjudged := Counter(r.target for r in self.records if r.outcome == "unjudged"):
             lines.append("  not judged (the device ran out of memory; no verdict, not a finding): "
                          + ", ".join(f"{name} {n}" for name, n in sorted(unjudged.items())))
         if self.failures:
@@ -174,7 +204,7 @@ class RunReport:
         return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
                 "targets": {name: self.target_summary(name) for name in self.targets}, "tests": self.tests,
                 "failures": [f.to_json() for f in self.failures], "errors": [e.to_json() for e in self.errors],
-                "records": self.records, "isolation": dict(self.isolation),
+                "records": [r.to_json() for r in self.records], "isolation": dict(self.isolation),
                 "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache,
                 "warm": self.warm, "time_box": self.time_box}
 
@@ -185,12 +215,12 @@ class RunReport:
             report.targets[name] = {k: v for k, v in t.items() if k not in ("examples", "distinct")}
             for op, n in t.get("examples", {}).items():
                 report.examples[(name, op)] = n
-        for r in d["records"]:
-            report.distinct[(r["target"], r["op"])].add(r["case"])
+        report.records = [ExampleRecord.from_json(r) for r in d["records"]]
+        for r in report.records:
+            report.distinct[(r.target, r.op)].add(repr(r.case))
         report.tests = d.get("tests", {})
         report.failures = [FailureRecord.from_json(f) for f in d.get("failures", [])]
         report.errors = [FailedTest.from_json(e) for e in d.get("errors", [])]
-        report.records = d["records"]
         for t, p in d.get("phases", {}).items():
             report.phases[t].update(p)
         report.isolation.update(d.get("isolation", {}))
