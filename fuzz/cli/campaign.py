@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from fuzz.cli.campaign_tables import Settings, markdown
+from fuzz.cli.campaign_tables import RunRow, Settings, markdown
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import events, installation
 from fuzz.run.progress import Progress, Watch, events_file
@@ -210,10 +210,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_code(results: list[dict]) -> int:
     """0: every run ran and found nothing; 1: findings; 3: a run that ran nothing, broke or was cut off without a
-    report (one line each on stderr): a campaign is never green for what it did not do."""
-    broken = [r for r in results if r["exit"] not in (0, 1) or not r["examples"]]
+    report (one line each on stderr): a campaign is never green for what it did not do. `results`: the runs of its
+    summary.json."""
+    runs = [RunRow.from_json(r) for r in results]
+    broken = [r for r in runs if r.broken]
     for r in broken:
-        print(f"gdn-fuzz campaign: {r['installation']} {r['family']}: pytest exit {r['exit']}"
-              f"{' (killed)' if r['killed'] else ''}, {r['examples']} checks: see {r['installation']}-"
-              f"{r['family'].rstrip('-')}.log", file=sys.stderr)
-    return 3 if broken else 1 if any(r["failures"] for r in results) else 0
+        print(f"gdn-fuzz campaign: {r.installation} {r.family}: pytest exit {r.exit}"
+              f"{' (killed)' if r.killed else ''}, {r.examples} checks: see {r.installation}-"
+              f"{r.family.rstrip('-')}.log", file=sys.stderr)
+    return 3 if broken else 1 if any(r.failures for r in runs) else 0
