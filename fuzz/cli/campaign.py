@@ -28,7 +28,7 @@ from fuzz.cli.campaign_tables import RunRow, Settings, markdown
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import events, installation
 from fuzz.run.progress import Progress, Watch, events_file
-from fuzz.run.report import RunReport
+from fuzz.run.report import LoggedFailure, RunReport, live_log
 from fuzz.run.report import load as load_report
 
 
@@ -108,18 +108,16 @@ def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bo
 def unfinished(live: Path, reported: set, family: str) -> list[dict]:
     """The smallest logged case of each (target, kind) of the family's targets that the report does not hold: its
     shrink was cut off."""
-    from fuzz.case import Case
-
-    smallest: dict = {}
-    for line in live.read_text().splitlines() if live.exists() else []:
-        d = json.loads(line)
-        if not d["target"].startswith(family):  # the job's report rows are its family's; so are its unfinished
+    smallest: dict[tuple[str, str], LoggedFailure] = {}
+    for logged in live_log(live) if live.exists() else []:
+        if not logged.target.startswith(family):  # the job's report rows are its family's; so are its unfinished
             continue
-        key, case = (d["target"], d["kind"]), Case.parse(d["case"])
-        if key not in reported and (key not in smallest or case.size_key() < smallest[key][0].size_key()):
-            smallest[key] = (case, d)
-    return [{"target": t, "kind": k, "case": repr(c), "detail": d["detail"], "key": d["key"], "minimal": False,
-             "first_hit_seconds": None, "hits": None, "test": None} for (t, k), (c, d) in sorted(smallest.items())]
+        key, case = (logged.target, logged.kind), logged.case
+        if key not in reported and (key not in smallest or case.size_key() < smallest[key].case.size_key()):
+            smallest[key] = logged
+    return [{"target": f.target, "kind": f.kind, "case": repr(f.case), "detail": f.detail, "key": f.key.to_json(),
+             "minimal": False, "first_hit_seconds": None, "hits": None, "test": None}
+            for _, f in sorted(smallest.items(), key=lambda kv: kv[0])]
 
 
 def _check(args, wheres: list[installation.Installation]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fuzz.case import Case
+from fuzz.run.failure_key import FailureKey
 from fuzz.run.result import CheckResult, CrashAttribution, Failure
 
 SCHEMA = 2
@@ -115,6 +116,37 @@ class FailureRecord:
                           tuple(Case.parse(c) for c in d.get("before", ())))  # absent before sequences were kept
         return cls(d["test"], d["target"], failure, d["first_hit_seconds"], d["examples_before"], d["hits"],
                    d["minimal"], d["reproduced_on_rerun"], d["corpus"])
+
+
+@dataclass(frozen=True)
+class LoggedFailure:
+    """One line of the live failure log (--gdn-live-log): a failing example as it happened, before any shrink."""
+
+    target: str
+    case: Case
+    key: FailureKey
+    detail: str  # the first line of its detail
+
+    @classmethod
+    def of(cls, target: str, failure: Failure) -> LoggedFailure:
+        return cls(target, failure.case, failure.key, failure.detail.splitlines()[0][:1000])
+
+    @property
+    def kind(self) -> str:
+        return self.key.kind
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "kind": self.kind, "case": repr(self.case), "key": self.key.to_json(),
+                "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, d: dict) -> LoggedFailure:
+        return cls(d["target"], Case.parse(d["case"]), FailureKey.from_json(d["key"]), d.get("detail", ""))
+
+
+def live_log(path: Path) -> list[LoggedFailure]:
+    """The failures a live log holds, in the order they happened."""
+    return [LoggedFailure.from_json(json.loads(line)) for line in path.read_text().splitlines() if line]
 
 
 @dataclass
