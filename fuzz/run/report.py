@@ -119,6 +119,47 @@ class FailureRecord:
 
 
 @dataclass(frozen=True)
+class FinishedTest:
+    """A fuzz or serving test as it finished: its target and operation, its rounds and examples checked, its wall
+    time, what bounded it and whether that stopped it, and the failure keys it reported."""
+
+    target: str
+    op: str
+    rounds: int = 0
+    checked: int = 0  # examples (a serving test: call sequences) checked
+    seconds: float = 0.0
+    box: float | None = None  # its --gdn-test-seconds time box (None: none)
+    bound: float | None = None  # its profile's time bound, where it had no box
+    boxed: bool = False  # the time, not the examples budget, ended it
+    failures: tuple[FailureKey, ...] = ()
+    calls: int | None = None  # a serving test's calls (None: a fuzz test)
+
+    @property
+    def stop(self) -> str:
+        """What ended it (fuzz.run.events.STOPS): done, its time box or its profile's bound."""
+        return "done" if not self.boxed else "time box" if self.box else "bound"
+
+    @property
+    def stopped(self) -> str:
+        """What stopped it before its examples budget, as the summary says it."""
+        if self.box:
+            return f" (stopped by its {self.box:g} s time box)"
+        return f" (stopped by the profile's {self.bound:g} s bound)" if self.bound else " (stopped by its time bound)"
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "op": self.op, "rounds": self.rounds, "checked": self.checked,
+                **({} if self.calls is None else {"calls": self.calls}), "seconds": self.seconds, "box": self.box,
+                "bound": self.bound, "boxed": self.boxed, "failures": [key.to_json() for key in self.failures]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> FinishedTest:
+        """Reports written before a field was kept lack it: its default (bound: before profile bounds)."""
+        return cls(d["target"], d["op"], d.get("rounds", 0), d.get("checked", 0), d.get("seconds", 0.0), d.get("box"),
+                   d.get("bound"), d.get("boxed", False), tuple(map(FailureKey.from_json, d.get("failures", ()))),
+                   d.get("calls"))
+
+
+@dataclass(frozen=True)
 class LoggedFailure:
     """One line of the live failure log (--gdn-live-log): a failing example as it happened, before any shrink."""
 
@@ -157,7 +198,7 @@ class RunReport:
     targets: dict = field(default_factory=dict)  # name -> {"unavailable", "version", "origin"}
     examples: Counter = field(default_factory=Counter)  # (target, op) -> examples checked
     distinct: dict = field(default_factory=lambda: defaultdict(set))  # (target, op) -> case coordinates
-    tests: dict = field(default_factory=dict)  # nodeid -> {"target", "op", "seconds", "rounds", "boxed", ...}
+    tests: dict = field(default_factory=dict)  # nodeid -> FinishedTest
     failures: list = field(default_factory=list)  # FailureRecord
     errors: list = field(default_factory=list)  # FailedTest: failed tests that are not fuzz findings
     records: list = field(default_factory=list)  # ExampleRecord: one per checked example
@@ -204,8 +245,8 @@ class RunReport:
                 lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
                 continue
             runs = [f"{op} {n} ({len(self.distinct[(name, op)])} distinct)"
-                    + "".join(dict.fromkeys(_stopped(info) for info in self.tests.values()  # each reason once
-                                            if info["target"] == name and info["op"] == op and info.get("boxed")))
+                    + "".join(dict.fromkeys(info.stopped for info in self.tests.values()  # each reason once
+                                            if info.target == name and info.op == op and info.boxed))
                     for (tn, op), n in sorted(self.examples.items()) if tn == name]
             lines.append(f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
                          f"{', '.join(runs) or 'no examples (not selected)'}")
@@ -234,7 +275,8 @@ class RunReport:
     # ---- JSON ------------------------------------------------------------------------------------------------
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
-                "targets": {name: self.target_summary(name) for name in self.targets}, "tests": self.tests,
+                "targets": {name: self.target_summary(name) for name in self.targets},
+                "tests": {test: info.to_json() for test, info in self.tests.items()},
                 "failures": [f.to_json() for f in self.failures], "errors": [e.to_json() for e in self.errors],
                 "records": [r.to_json() for r in self.records], "isolation": dict(self.isolation),
                 "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache,
@@ -250,7 +292,7 @@ class RunReport:
         report.records = [ExampleRecord.from_json(r) for r in d["records"]]
         for r in report.records:
             report.distinct[(r.target, r.op)].add(repr(r.case))
-        report.tests = d.get("tests", {})
+        report.tests = {test: FinishedTest.from_json(info) for test, info in d.get("tests", {}).items()}
         report.failures = [FailureRecord.from_json(f) for f in d.get("failures", [])]
         report.errors = [FailedTest.from_json(e) for e in d.get("errors", [])]
         for t, p in d.get("phases", {}).items():
@@ -316,10 +358,3 @@ def load(path: str | Path) -> RunReport | None:
     merge_parts(first, path, skip={next(iter(found))})
     return first
 
-
-def _stopped(test: dict) -> str:
-    """What stopped a test before its examples budget: its --gdn-test-seconds time box, or its profile's bound."""
-    if test.get("box"):
-        return f" (stopped by its {test['box']:g} s time box)"
-    bound = test.get("bound")  # absent in reports written before profile bounds
-    return f" (stopped by the profile's {bound:g} s bound)" if bound else " (stopped by its time bound)"

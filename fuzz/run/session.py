@@ -40,7 +40,7 @@ from fuzz.run.failure_key import FailureKey
 from fuzz.run.harness import check
 from fuzz.run.kernel_cache import KernelCache
 from fuzz.run.reduce import reduce
-from fuzz.run.report import FailureRecord, LoggedFailure, RunReport, live_log
+from fuzz.run.report import FailureRecord, FinishedTest, LoggedFailure, RunReport, live_log
 from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure, failures_in
 from fuzz.run.worker import DEFAULT_TIMEOUT, attributed, check_isolated, worker_for
@@ -253,10 +253,9 @@ class FuzzSession:
             self._test = None
         if not test.running(time.monotonic()) and test.drawn < budget:
             test.boxed = True  # the time, not the examples budget, ended it
-        self.report.tests[nodeid] = {
-            "target": target.name, "op": op, "rounds": test.rounds, "checked": test.checked,
-            "seconds": round(time.monotonic() - test.started, 2), "box": box, "bound": bound, "boxed": test.boxed,
-            "failures": [key.to_json() for key in test.reported]}
+        self.report.tests[nodeid] = FinishedTest(target.name, op, test.rounds, test.checked,
+                                                 round(time.monotonic() - test.started, 2), box, bound, test.boxed,
+                                                 tuple(test.reported))
         return list(test.reported.values())
 
     def _round(self, test: TestRun, test_fn, examples: int, base_seed: int) -> None:
