@@ -115,21 +115,11 @@ class Finding:
     def fuzz(self) -> bool:
         return self.record is not None
 
-    @property
-    def kind(self) -> str:
-        return self.key.kind
-
-    @property
-    def cause(self) -> str:
-        return self.key.cause
-
-    @property
-    def variant(self) -> str:
-        return self.key.variant
-
-    @property
-    def target(self) -> str:
-        return self.key.target
+    # its key's parts
+    kind = property(lambda self: self.key.kind)
+    cause = property(lambda self: self.key.cause)
+    variant = property(lambda self: self.key.variant)
+    target = property(lambda self: self.key.target)
 
     @property
     def coordinate(self) -> str:
