@@ -21,7 +21,7 @@ import matplotlib.image
 import pytest
 
 from fuzz.case import Case
-from fuzz.cli import gate
+from fuzz.cli import gate, gate_model
 from fuzz.run.installation import Installation
 from fuzz.run.report import ExampleRecord, FailedTest, FailureRecord, RunReport
 from fuzz.run.report import load as load_report
@@ -137,7 +137,7 @@ def test_markdown_summary(new_failure):
     assert summary.startswith("## gdn-fuzz gate: ❌ FAIL: 1 new failure\n")
     assert "| fuzz failures | 1 | 0 | 0 | 0 |" in summary
     assert f"| `test_decode[flashinfer-pretranspose-fp32]` | {BUG[1]} | - | `{coordinate}` " in summary
-    b, c, both = gate.shared_coordinates(*(load_report(out / f"{s}.json") for s in gate.SIDES))
+    b, c, both = gate.shared_coordinates(*(load_report(out / f"{s}.json") for s in gate_model.SIDES))
     assert both >= 0.5 * max(b, c), (b, c, both)  # the clean target's cases are all shared
     assert f"{both} coordinates judged by both sides" in summary
     assert "flashinfer-pretranspose-fp32 (candidate)" in summary  # why that target shares fewer
@@ -191,7 +191,7 @@ def test_installations(tmp_path, capsys):
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text("")
     (venv / "bin" / "python").chmod(0o755)
-    sides = [gate.Side(n, Installation(n, str(p))) for n, p in (("baseline", venv), ("candidate", tmp_path))]
+    sides = [gate_model.Side(n, Installation(n, str(p))) for n, p in (("baseline", venv), ("candidate", tmp_path))]
     assert sides[0].where.python == str(venv / "bin" / "python") and not sides[0].where.env
     assert sides[1].where.env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
     with pytest.raises(SystemExit) as exit:
@@ -213,12 +213,12 @@ def failure(kind, cause, case=CASE, test=FUZZ, bucket="t-a:decode") -> FailureRe
                          1.0, 0)
 
 
-def side(name, failures=(), errors=(), ran=(FUZZ, OTHER, CORPUS), records=()) -> gate.Side:
+def side(name, failures=(), errors=(), ran=(FUZZ, OTHER, CORPUS), records=()) -> gate_model.Side:
     report = RunReport("gate", "cpu", failures=list(failures), errors=list(errors), records=list(records))
-    return gate.Side(name, Installation(name, sys.executable), report=report, ran=set(ran))
+    return gate_model.Side(name, Installation(name, sys.executable), report=report, ran=set(ran))
 
 
-def classified(baseline: gate.Side, candidate: gate.Side) -> list[tuple]:
+def classified(baseline: gate_model.Side, candidate: gate_model.Side) -> list[tuple]:
     return [(r.status, r.finding.test, r.finding.kind, r.baseline and r.baseline.coordinate,
              r.candidate and r.candidate.coordinate) for r in gate.compare(baseline, candidate)]
 
