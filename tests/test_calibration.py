@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fuzz.case import Case
 from fuzz.cli import calibrate as calibration
-from fuzz.run.report import RunReport
+from fuzz.run.report import ExampleRecord, RunReport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,9 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CASE = "decode-B1-T1-H1-HV1-K8-V8-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]"
 
 
-def _record(target, ratios, outcome="pass", case=CASE):
-    return {"target": target, "op": "decode", "case": case, "state_dtype": "fp32", "input_dtype": "bf16",
-            "outcome": outcome, "ratios": ratios}
+def _record(target, ratios, outcome="pass", case=CASE) -> ExampleRecord:
+    return ExampleRecord("t", target, "decode", Case.parse(case), "b", outcome, "generate", ratios)
 
 
 def report(records, version="0.7.4") -> RunReport:

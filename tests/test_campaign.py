@@ -94,11 +94,13 @@ def test_a_campaign_on_a_mutant_tables_its_distinct_failures(tmp_path, capsys):
 
 
 def test_a_campaign_is_green_only_when_every_run_ran():
-    ran = {"installation": "a", "family": "fla-", "exit": 0, "killed": False, "examples": 5, "failures": []}
+    ran = {"installation": "a", "family": "fla-", "seconds": 5, "exit": 0, "killed": False, "examples": 5,
+           "distinct": 5, "buckets": 1, "failures": [], "errors": [], "environment": {}, "targets": {}}
+    found = [hit(SMALL, 1.0, 3)]
     assert campaign.exit_code([ran]) == 0
-    assert campaign.exit_code([ran, dict(ran, exit=1, failures=[{"kind": "StateMismatch"}])]) == 1
+    assert campaign.exit_code([ran, dict(ran, exit=1, failures=found)]) == 1
     assert campaign.exit_code([ran, dict(ran, exit=5, examples=0)]) == 3  # a run that ran nothing
-    assert campaign.exit_code([dict(ran, exit=-9, killed=True, failures=[{"kind": "NonFinite"}])]) == 3
+    assert campaign.exit_code([dict(ran, exit=-9, killed=True, failures=found)]) == 3
 
 
 def test_render_of_something_else_is_one_clear_error(tmp_path, capsys):

@@ -21,9 +21,9 @@ import matplotlib.image
 import pytest
 
 from fuzz.case import Case
-from fuzz.cli import gate
+from fuzz.cli import gate, gate_model
 from fuzz.run.installation import Installation
-from fuzz.run.report import FailedTest, FailureRecord, RunReport
+from fuzz.run.report import ExampleRecord, FailedTest, FailureRecord, RunReport
 from fuzz.run.report import load as load_report
 from fuzz.run.result import Failure
 
@@ -137,7 +137,7 @@ def test_markdown_summary(new_failure):
     assert summary.startswith("## gdn-fuzz gate: ❌ FAIL: 1 new failure\n")
     assert "| fuzz failures | 1 | 0 | 0 | 0 |" in summary
     assert f"| `test_decode[flashinfer-pretranspose-fp32]` | {BUG[1]} | - | `{coordinate}` " in summary
-    b, c, both = gate.shared_coordinates(*(load_report(out / f"{s}.json") for s in gate.SIDES))
+    b, c, both = gate.shared_coordinates(*(load_report(out / f"{s}.json") for s in gate_model.SIDES))
     assert both >= 0.5 * max(b, c), (b, c, both)  # the clean target's cases are all shared
     assert f"{both} coordinates judged by both sides" in summary
     assert "flashinfer-pretranspose-fp32 (candidate)" in summary  # why that target shares fewer
@@ -191,7 +191,7 @@ def test_installations(tmp_path, capsys):
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text("")
     (venv / "bin" / "python").chmod(0o755)
-    sides = [gate.Side(n, Installation(n, str(p))) for n, p in (("baseline", venv), ("candidate", tmp_path))]
+    sides = [gate_model.Side(n, Installation(n, str(p))) for n, p in (("baseline", venv), ("candidate", tmp_path))]
     assert sides[0].where.python == str(venv / "bin" / "python") and not sides[0].where.env
     assert sides[1].where.env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
     with pytest.raises(SystemExit) as exit:
@@ -213,12 +213,12 @@ def failure(kind, cause, case=CASE, test=FUZZ, bucket="t-a:decode") -> FailureRe
                          1.0, 0)
 
 
-def side(name, failures=(), errors=(), ran=(FUZZ, OTHER, CORPUS), records=()) -> gate.Side:
+def side(name, failures=(), errors=(), ran=(FUZZ, OTHER, CORPUS), records=()) -> gate_model.Side:
     report = RunReport("gate", "cpu", failures=list(failures), errors=list(errors), records=list(records))
-    return gate.Side(name, Installation(name, sys.executable), report=report, ran=set(ran))
+    return gate_model.Side(name, Installation(name, sys.executable), report=report, ran=set(ran))
 
 
-def classified(baseline: gate.Side, candidate: gate.Side) -> list[tuple]:
+def classified(baseline: gate_model.Side, candidate: gate_model.Side) -> list[tuple]:
     return [(r.status, r.finding.test, r.finding.kind, r.baseline and r.baseline.coordinate,
              r.candidate and r.candidate.coordinate) for r in gate.compare(baseline, candidate)]
 
@@ -273,9 +273,12 @@ def test_a_corpus_replay_failure_and_a_fuzz_tests_own_failure_line():
 
 # ---- numerics drift, on hand-built records -----------------------------------------------------------------------
 
-def record(case, ratios, test=FUZZ, target="t-a") -> dict:
-    return {"test": test, "target": target, "op": "decode", "case": case, "T": 1, "state_dtype": "fp32",
-            "bucket": "b", "outcome": "pass", "stage": "generate", "ratios": ratios}
+C = {name: CASE.replace("-seed0-", f"-seed{seed}-")
+     for seed, name in enumerate(("c1", "c2", "c3", "only-baseline", "only-candidate"), 1)}  # name -> coordinate
+
+
+def record(name, ratios, test=FUZZ, target="t-a") -> ExampleRecord:
+    return ExampleRecord(test, target, "decode", Case.parse(C[name]), "b", "pass", "generate", ratios)
 
 
 def test_drift_is_over_the_coordinates_both_sides_judged():
@@ -286,10 +289,10 @@ def test_drift_is_over_the_coordinates_both_sides_judged():
                                       record("c1", {"output": 0.3})])  # checked twice: its worst counts
     output, state = gate.drift(base.report, cand.report)
     assert (output.target, output.kind, output.judged) == ("t-a", "output", (4, 4))
-    assert sorted(output.shared) == [("c1", 0.1, 0.4), ("c2", 0.2, 0.2), ("c3", 0.0, 0.0005)]
+    assert sorted(output.shared) == sorted([(C["c1"], 0.1, 0.4), (C["c2"], 0.2, 0.2), (C["c3"], 0.0, 0.0005)])
     assert output.stats(0) == (0.1, 0.2) and output.stats(1) == (0.2, 0.4)
     assert output.change == pytest.approx(2.0)  # ratio of medians
-    assert output.worst() == [("c1", 0.1, 0.4, pytest.approx(4.0))]  # c3 grew below the floor: not growth
+    assert output.worst() == [(C["c1"], 0.1, 0.4, pytest.approx(4.0))]  # c3 grew below the floor: not growth
     assert (state.kind, state.judged, state.shared, state.stats(1), state.change) == ("state", (1, 0), [], None, None)
     assert gate.shared_coordinates(base.report, cand.report) == (4, 4, 3)
 

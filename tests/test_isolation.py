@@ -231,6 +231,7 @@ def test_a_crash_attribution_survives_the_report_and_shows_in_the_campaign_table
     assert FailureRecord.from_json(data) == record
     line = (f"crashed in the tensors phase; does not crash alone with CUDA_LAUNCH_BLOCKING=1; the previous case "
             f"{verify(7)!r} on flashinfer-bf16 crashes in the kernel call when run first")
-    assert data["attribution"]["summary"] == line and line in campaign_tables._note(data, None)
+    row = campaign_tables.FailureRow.from_json(data)  # the failure as the campaign's summary.json holds it
+    assert data["attribution"]["summary"] == line and line in campaign_tables._note(row, None)
     del data["attribution"]  # a report written before crashes were attributed
     assert FailureRecord.from_json(data).failure.attribution is None

@@ -329,5 +329,5 @@ def test_the_profiles_bound_stops_a_serving_test_too(override):
     # 1,000 sequences: minutes of checks unbounded; past the bound the round finishes on draws alone (seconds)
     run_serving(target, BUDGET, (), "cpu", test, 1_000, steps=5, base=QUIET, seed_=0)
     info = report.tests["test_serving[bounded]"]
-    assert info["boxed"] and info["bound"] == 2.0 and info["box"] is None, info
-    assert time.monotonic() - began < 2.0 + 60 and info["checked"] < 1_000, info
+    assert info.boxed and info.bound == 2.0 and info.box is None, info
+    assert time.monotonic() - began < 2.0 + 60 and info.checked < 1_000, info

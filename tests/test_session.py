@@ -84,23 +84,23 @@ def test_without_a_time_box_the_profile_bounds_a_test_without_resizing_its_round
     began = time.monotonic()
     session.run_test("fuzz/test_decode.py::test_decode[fla-recurrent]", target, "decode", fuzz_test("decode"))
     [test] = session.report.tests.values()
-    assert test["boxed"] and test["rounds"] == 1 and test["box"] is None, test  # one round: as without a bound
-    assert test["checked"] < 2000 and time.monotonic() - began < 3.0 + 30, test  # past it: draws, no checks
-    assert test["bound"] == 3.0
+    assert test.boxed and test.rounds == 1 and test.box is None, test  # one round: as without a bound
+    assert test.checked < 2000 and time.monotonic() - began < 3.0 + 30, test  # past it: draws, no checks
+    assert test.bound == 3.0
 
 
 @pytest.mark.parametrize(("box", "bound", "says"), [(None, 300.0, "(stopped by the profile's 300 s bound)"),
                                                     (45.0, None, "(stopped by its 45 s time box)")])
 def test_the_targets_table_names_what_stopped_a_test(box, bound, says):
     """A test stopped by its profile's bound once crashed the run's table (it formatted the absent time box)."""
-    from fuzz.run.report import RunReport
+    from fuzz.run.report import FinishedTest, RunReport
 
     report = RunReport("ci", "cpu")
     report.targets["fla-recurrent"] = {"unavailable": None, "origin": "installed", "version": "0.6.0"}
     report.examples[("fla-recurrent", "decode")] = 2
     report.distinct[("fla-recurrent", "decode")].update({"a", "b"})
-    report.tests["fuzz/test_decode.py::test_decode[fla-recurrent]"] = {
-        "target": "fla-recurrent", "op": "decode", "boxed": True, "box": box, "bound": bound}
+    report.tests["fuzz/test_decode.py::test_decode[fla-recurrent]"] = FinishedTest(
+        "fla-recurrent", "decode", boxed=True, box=box, bound=bound)
     [line] = [ln for ln in report.summary_lines() if ln.lstrip().startswith("fla-recurrent ")]
     assert line.endswith(f"decode 2 (2 distinct) {says}"), line
 
@@ -108,11 +108,11 @@ def test_the_targets_table_names_what_stopped_a_test(box, bound, says):
 def test_two_boxed_tests_of_one_operation_say_what_stopped_them_once():
     """test_prefill and test_large_pool_prefill both draw a target's prefill: the summary names the time box that
     stopped them once, not once per test (the H200 gate of 2026-12-04 printed it twice)."""
-    from fuzz.run.report import RunReport
+    from fuzz.run.report import FinishedTest, RunReport
 
     report = RunReport("h200", "cuda", targets={"t": {"unavailable": None, "version": "1", "origin": "installed"}})
     report.examples[("t", "prefill")] = 3
-    report.tests = {test: {"target": "t", "op": "prefill", "boxed": True, "box": 60.0}
+    report.tests = {test: FinishedTest("t", "prefill", boxed=True, box=60.0)
                     for test in ("test_prefill[t]", "test_large_pool_prefill[t]")}
     (line,) = [line for line in report.summary_lines() if line.strip().startswith("t ")]
     assert line.endswith("prefill 3 (0 distinct) (stopped by its 60 s time box)"), line

@@ -54,15 +54,12 @@ def percentile(values: list[float], q: float) -> float:
 
 def rows(report: RunReport) -> list[Row]:
     """The table of one run report."""
-    from fuzz.case import Case
-
     ratios: dict[Cell, list[tuple[float, str]]] = defaultdict(list)
     for r in report.records:
-        if r["outcome"] != "pass":
+        if r.outcome != "pass":
             continue
-        input_dtype = r.get("input_dtype") or Case.parse(r["case"]).input_dtype  # older reports lack the field
-        for output, ratio in r["ratios"].items():
-            ratios[Cell(r["target"], output, r["state_dtype"], input_dtype)].append((ratio, r["case"]))
+        for output, ratio in r.ratios.items():
+            ratios[Cell(r.target, output, r.case.state_dtype, r.case.input_dtype)].append((ratio, repr(r.case)))
     table = []
     for cell, seen in sorted(ratios.items(), key=lambda kv: tuple(vars(kv[0]).values())):
         worst, case = max(seen)

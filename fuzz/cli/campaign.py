@@ -24,11 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from fuzz.cli.campaign_tables import Settings, markdown
+from fuzz.cli.campaign_tables import RunRow, Settings, markdown
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import events, installation
 from fuzz.run.progress import Progress, Watch, events_file
-from fuzz.run.report import RunReport
+from fuzz.run.report import LoggedFailure, RunReport, live_log
 from fuzz.run.report import load as load_report
 
 
@@ -96,30 +96,28 @@ def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bo
     failures = [f.to_json() for f in ours]
     if killed:
         failures += unfinished(live, {(f.target, f.failure.kind) for f in ours}, job.family)
-    records = [r for r in data.records if r["target"].startswith(job.family)]
+    records = [r for r in data.records if r.target.startswith(job.family)]
     return {"installation": job.where.label, "family": job.family, "seconds": round(seconds, 1),
             "exit": exit, "killed": killed, "db_per_run": db_per_run, "failures": failures,
             "errors": [e.to_json() for e in data.errors], "environment": data.environment, "examples": len(records),
-            "distinct": len({(r["target"], r["case"]) for r in records}),
-            "buckets": len({r["bucket"] for r in records}),
+            "distinct": len({(r.target, r.case) for r in records}),
+            "buckets": len({r.bucket for r in records}),
             "targets": {n: data.target_summary(n) for n in data.targets if n.startswith(job.family)}}
 
 
 def unfinished(live: Path, reported: set, family: str) -> list[dict]:
     """The smallest logged case of each (target, kind) of the family's targets that the report does not hold: its
     shrink was cut off."""
-    from fuzz.case import Case
-
-    smallest: dict = {}
-    for line in live.read_text().splitlines() if live.exists() else []:
-        d = json.loads(line)
-        if not d["target"].startswith(family):  # the job's report rows are its family's; so are its unfinished
+    smallest: dict[tuple[str, str], LoggedFailure] = {}
+    for logged in live_log(live) if live.exists() else []:
+        if not logged.target.startswith(family):  # the job's report rows are its family's; so are its unfinished
             continue
-        key, case = (d["target"], d["kind"]), Case.parse(d["case"])
-        if key not in reported and (key not in smallest or case.size_key() < smallest[key][0].size_key()):
-            smallest[key] = (case, d)
-    return [{"target": t, "kind": k, "case": repr(c), "detail": d["detail"], "key": d["key"], "minimal": False,
-             "first_hit_seconds": None, "hits": None, "test": None} for (t, k), (c, d) in sorted(smallest.items())]
+        key, case = (logged.target, logged.kind), logged.case
+        if key not in reported and (key not in smallest or case.size_key() < smallest[key].case.size_key()):
+            smallest[key] = logged
+    return [{"target": f.target, "kind": f.kind, "case": repr(f.case), "detail": f.detail, "key": f.key.to_json(),
+             "minimal": False, "first_hit_seconds": None, "hits": None, "test": None}
+            for _, f in sorted(smallest.items(), key=lambda kv: kv[0])]
 
 
 def _check(args, wheres: list[installation.Installation]) -> None:
@@ -210,10 +208,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_code(results: list[dict]) -> int:
     """0: every run ran and found nothing; 1: findings; 3: a run that ran nothing, broke or was cut off without a
-    report (one line each on stderr): a campaign is never green for what it did not do."""
-    broken = [r for r in results if r["exit"] not in (0, 1) or not r["examples"]]
+    report (one line each on stderr): a campaign is never green for what it did not do. `results`: the runs of its
+    summary.json."""
+    runs = [RunRow.from_json(r) for r in results]
+    broken = [r for r in runs if r.broken]
     for r in broken:
-        print(f"gdn-fuzz campaign: {r['installation']} {r['family']}: pytest exit {r['exit']}"
-              f"{' (killed)' if r['killed'] else ''}, {r['examples']} checks: see {r['installation']}-"
-              f"{r['family'].rstrip('-')}.log", file=sys.stderr)
-    return 3 if broken else 1 if any(r["failures"] for r in results) else 0
+        print(f"gdn-fuzz campaign: {r.installation} {r.family}: pytest exit {r.exit}"
+              f"{' (killed)' if r.killed else ''}, {r.examples} checks: see {r.installation}-"
+              f"{r.family.rstrip('-')}.log", file=sys.stderr)
+    return 3 if broken else 1 if any(r.failures for r in runs) else 0

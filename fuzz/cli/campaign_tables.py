@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 
 from fuzz.case import Case
 from fuzz.run.failure_key import FailureKey
+from fuzz.run.report import FailedTest
 from fuzz.run.result import CrashAttribution
 from fuzz.targets import triage
 
@@ -42,42 +44,113 @@ class Settings:
                    tuple(d.get("pytest", ())))
 
 
-def markdown(results: list[dict], settings: Settings, stored: bool = True) -> str:
-    """The campaign's tables; `stored`: the settings are the summary's own (else given on --render's command line,
-    for a summary.json written before campaigns stored them)."""
+@dataclass(frozen=True)
+class FailureRow:
+    """One distinct failure of a run, as the campaign's summary.json holds it: a report's failure record
+    (fuzz.run.report.FailureRecord.to_json), or the smallest logged case of a failure whose shrink was cut off
+    (fuzz.cli.campaign.unfinished: no test, first hit or hits)."""
+
+    target: str
+    kind: str
+    case: Case
+    detail: str
+    minimal: bool
+    first_hit_seconds: float | None  # None: cut off (the live log's)
+    hits: int | None
+    test: str | None = None
+    key: FailureKey | None = None  # None: a summary written before failures carried their key
+    examples_before: int | None = None  # None: cut off, or a summary written before reports counted them
+    attribution: CrashAttribution | None = None  # a KernelCrash's: which call crashed
+    before: tuple[Case, ...] = ()  # the earlier calls of a serving failure (older summaries: none)
+
+    @property
+    def cause(self) -> str:
+        """Its key's cause (a summary written before failures carried their key: its detail)."""
+        return _ANSI.sub("", self.key.cause if self.key else self.detail)
+
+    @property
+    def adapter_error(self) -> bool:
+        """A TypeError about the call's arguments: a defect of gdn-fuzz, never a finding."""
+        return bool(ADAPTER_ERROR.search(self.detail))
+
+    @classmethod
+    def from_json(cls, d: dict) -> FailureRow:
+        crash = d.get("attribution")
+        return cls(d["target"], d["kind"], Case.parse(d["case"]), d["detail"], d["minimal"], d["first_hit_seconds"],
+                   d["hits"], d.get("test"), FailureKey.from_json(d["key"]) if d.get("key") else None,
+                   d.get("examples_before"), CrashAttribution.from_json(crash) if crash else None,
+                   tuple(map(Case.parse, d.get("before", ()))))
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run (installation x family) of a campaign, as its summary.json holds it (fuzz.cli.campaign.job_result
+    writes it)."""
+
+    installation: str
+    family: str
+    seconds: float
+    exit: int
+    killed: bool
+    examples: int  # checks of the family's targets
+    distinct: int  # distinct cases among them
+    buckets: int  # dispatch buckets among them
+    failures: tuple[FailureRow, ...]
+    errors: tuple[FailedTest, ...]
+    environment: Mapping = field(default_factory=dict, hash=False)
+    targets: Mapping = field(default_factory=dict, hash=False)  # name -> the report's target summary
+    db_per_run: bool | None = None  # None: a summary written before runs said
+
+    @classmethod
+    def from_json(cls, d: dict) -> RunRow:
+        return cls(d["installation"], d["family"], d["seconds"], d["exit"], d["killed"], d["examples"], d["distinct"],
+                   d["buckets"], tuple(map(FailureRow.from_json, d["failures"])),
+                   tuple(map(FailedTest.from_json, d["errors"])), d["environment"], d["targets"], d.get("db_per_run"))
+
+    @property
+    def broken(self) -> bool:
+        """It ran nothing, broke, or was cut off without a report."""
+        return self.exit not in (0, 1) or not self.examples
+
+    def version(self, target: str) -> str | None:
+        return self.targets.get(target, {}).get("version")
+
+
+def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
+    """The campaign's tables, from the runs of its summary.json; `stored`: the settings are the summary's own (else
+    given on --render's command line, for a summary.json written before campaigns stored them)."""
     given = "" if stored else " (settings from the command line: this summary.json does not hold them)"
     lines = [f"# gdn-fuzz campaign: profile {settings.profile}, {settings.test_seconds:g} s per fuzz test, masks "
              f"{settings.masks}, {settings.workers} worker(s) per run{given}", ""]
     if settings.pytest:
         lines += [f"pytest arguments of every run: `{' '.join(settings.pytest)}`", ""]
-    for r in results:
-        env = r["environment"]
-        lines += [f"## {r['installation']}: {r['family']} ({r['seconds']} s{', KILLED' if r['killed'] else ''}, "
-                  f"pytest exit {r['exit']}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')}"
-                  f"{_database(r.get('db_per_run'))})", ""]
-        minutes = r["seconds"] / 60
-        lines += [f"{r['distinct']} distinct cases ({r['examples']} checks) in {r['seconds']} s: "
-                  f"**{r['distinct'] / minutes:.0f} distinct cases per minute**; {r['buckets']} compile buckets "
-                  f"covered ({10 * r['buckets'] / minutes:.0f} per 10 minutes)", ""]
-        for name, t in sorted(r["targets"].items()):
+    for r in map(RunRow.from_json, runs):
+        env = r.environment
+        lines += [f"## {r.installation}: {r.family} ({r.seconds} s{', KILLED' if r.killed else ''}, "
+                  f"pytest exit {r.exit}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')}"
+                  f"{_database(r.db_per_run)})", ""]
+        minutes = r.seconds / 60
+        lines += [f"{r.distinct} distinct cases ({r.examples} checks) in {r.seconds} s: "
+                  f"**{r.distinct / minutes:.0f} distinct cases per minute**; {r.buckets} compile buckets "
+                  f"covered ({10 * r.buckets / minutes:.0f} per 10 minutes)", ""]
+        for name, t in sorted(r.targets.items()):
             if t["unavailable"]:
                 lines.append(f"- {name}: UNAVAILABLE: {t['unavailable']}")
             else:
-                runs = ", ".join(f"{op} {n} ({_share(t['distinct'].get(op, n), r['distinct'], minutes)})"
+                runs = ", ".join(f"{op} {n} ({_share(t['distinct'].get(op, n), r.distinct, minutes)})"
                                  for op, n in t["examples"].items())
                 lines.append(f"- {name} {t['version'] or ''}: {runs or 'no examples'}"
                              + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.get("ops_off", {}).items()))
         lines += ["", "| # | kind | target / op | minimal coordinate | first hit | hits | note |",
                   "|---|---|---|---|---|---|---|"]
-        for i, f in enumerate(r["failures"], 1):
-            op = Case.parse(f["case"]).op
-            hit = "-" if f["first_hit_seconds"] is None else f"{f['first_hit_seconds']:.1f} s"
-            lines.append(f"| {i} | {f['kind']} | {f['target']} {op} | `{f['case']}` | {hit} | {f['hits'] or '-'} | "
-                         f"{_note(f, r['targets'].get(f['target'], {}).get('version'))} |")
-        if not r["failures"]:
+        for i, f in enumerate(r.failures, 1):
+            hit = "-" if f.first_hit_seconds is None else f"{f.first_hit_seconds:.1f} s"
+            lines.append(f"| {i} | {f.kind} | {f.target} {f.case.op} | `{f.case!r}` | {hit} | {f.hits or '-'} | "
+                         f"{_note(f, r.version(f.target))} |")
+        if not r.failures:
             lines.append("| - | none | | | | | |")
-        lines += [f"- error (not a finding): {e['test']}: {e['message'][:300]}" for e in r["errors"]
-                  if not any(e["test"] == f["test"] for f in r["failures"])]
+        lines += [f"- error (not a finding): {e.test}: {e.message[:300]}" for e in r.errors
+                  if not any(e.test == f.test for f in r.failures)]
         lines += ["", *by_bug(r), ""]
     return "\n".join(lines)
 
@@ -93,52 +166,48 @@ def _database(own: bool | None) -> str:
     return "" if own is None else "; its own example database" if own else "; no example database of its own"
 
 
-def _note(f: dict, version: str | None) -> str:
+def _note(f: FailureRow, version: str | None) -> str:
     """The triage column: an adapter error (ours), else the known bugs that explain the finding or NEW; then whether
     the shrink finished, and the library's first line (a KernelCrash: which call crashed, its attribution)."""
-    first = " ".join(_ANSI.sub("", f["detail"]).split())[:160]  # the DSL's error text starts on its second line
-    if f.get("attribution"):
-        first = CrashAttribution.from_json(f["attribution"]).summary
-    if ADAPTER_ERROR.search(f["detail"]):
+    first = " ".join(_ANSI.sub("", f.detail).split())[:160]  # the DSL's error text starts on its second line
+    if f.attribution:
+        first = f.attribution.summary
+    if f.adapter_error:
         return f"ADAPTER ERROR (ours) {first}"
     known = triage.verdict(_explaining(f, version))
-    return f"{known}{'' if f['minimal'] else '; not minimal (shrink cut off)'}: {first}"
+    return f"{known}{'' if f.minimal else '; not minimal (shrink cut off)'}: {first}"
 
 
-def _explaining(f: dict, version: str | None) -> tuple:
-    """The known bugs that explain a failure of the summary (fuzz.targets.triage.explaining), by its key's cause
-    (a summary written before failures carried their key: its detail)."""
+def _explaining(f: FailureRow, version: str | None) -> tuple:
+    """The known bugs that explain a failure of the summary (fuzz.targets.triage.explaining), by its cause."""
     from fuzz.targets.registry import TARGETS
 
-    path = next(t.path for t in TARGETS if t.name == f["target"])
-    cause = _ANSI.sub("", FailureKey.from_json(f["key"]).cause if f.get("key") else f["detail"])
-    calls = (*map(Case.parse, f.get("before", ())), Case.parse(f["case"]))  # older summaries: no "before"
-    return triage.explaining(f["kind"], cause, calls, path, version)
+    path = next(t.path for t in TARGETS if t.name == f.target)
+    return triage.explaining(f.kind, f.cause, (*f.before, f.case), path, version)
 
 
-def by_bug(r: dict) -> list[str]:
+def by_bug(r: RunRow) -> list[str]:
     """One run's failures rolled up per known bug (NEW: those no record explains; ADAPTER ERROR apart), in order of
     first hit: how many distinct failures, their kinds and targets, the earliest hit with the cases its test checked
     before it, and the smallest case. A failure without a first hit (the live log's, from a run cut off) or written
     before reports counted the cases before it shows "-"."""
     groups = defaultdict(list)
-    for f in r["failures"]:
-        adapter = ADAPTER_ERROR.search(f["detail"])
-        bugs = () if adapter else _explaining(f, r["targets"].get(f["target"], {}).get("version"))
-        groups["ADAPTER ERROR (ours)" if adapter else " + ".join(b.id for b in bugs) or "NEW"].append(f)
+    for f in r.failures:
+        bugs = () if f.adapter_error else _explaining(f, r.version(f.target))
+        groups["ADAPTER ERROR (ours)" if f.adapter_error else " + ".join(b.id for b in bugs) or "NEW"].append(f)
     if not groups:
         return []
-    earliest = lambda fs: min((f for f in fs if f["first_hit_seconds"] is not None),
-                              key=lambda f: f["first_hit_seconds"], default={})
+    earliest = lambda fs: min((f for f in fs if f.first_hit_seconds is not None),
+                              key=lambda f: f.first_hit_seconds, default=None)
     lines = ["| known bug | distinct failures | kinds | targets | first hit | cases before | smallest case |",
              "|---|---|---|---|---|---|---|"]
-    order = lambda kv: (not earliest(kv[1]), earliest(kv[1]).get("first_hit_seconds", 0))
+    order = lambda kv: (earliest(kv[1]) is None, earliest(kv[1]).first_hit_seconds if earliest(kv[1]) else 0)
     for name, fs in sorted(groups.items(), key=order):
-        small = min(fs, key=lambda f: Case.parse(f["case"]).size_key())["case"]
+        small = repr(min(fs, key=lambda f: f.case.size_key()).case)
         first = earliest(fs)
-        hit, before = first.get("first_hit_seconds"), first.get("examples_before")
-        lines.append(f"| {name} | {len(fs)} | {', '.join(sorted({f['kind'] for f in fs}))} | "
-                     f"{', '.join(sorted({f['target'] for f in fs}))} | {'-' if hit is None else f'{hit:.1f} s'} | "
+        hit, before = (first.first_hit_seconds, first.examples_before) if first else (None, None)
+        lines.append(f"| {name} | {len(fs)} | {', '.join(sorted({f.kind for f in fs}))} | "
+                     f"{', '.join(sorted({f.target for f in fs}))} | {'-' if hit is None else f'{hit:.1f} s'} | "
                      f"{'-' if before is None else before} | "
                      f"`{small if len(small) <= 130 else small[:127] + '...'}` |")
     return lines

@@ -34,88 +34,19 @@ import json
 import os
 import re
 import shutil
-import statistics
 import sys
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from fuzz.case import Case
+from fuzz.cli.gate_model import SIDES, STATUSES, Drift, Finding, Plan, Result, Row, Side
 from fuzz.judge.failures import normalized
 from fuzz.run import events
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.installation import Installation
-from fuzz.run.progress import Progress, Watch, events_file
-from fuzz.run.report import XPASS, FailureRecord, RunReport
-from fuzz.run.report import load as load_report
+from fuzz.run.progress import Progress, Watch
+from fuzz.run.report import XPASS, RunReport
 
-SIDES = ("baseline", "candidate")
-STATUSES = ("new", "fixed", "unchanged", "untested")
-SEED = 0
-FLOOR = 1e-3  # error/bound ratios below this (0: bitwise exact) count as this in changes and growths
 _CORPUS_TEST = re.compile(r"::test_corpus\[([^\]:]+):(.+)\]$")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What both sides run."""
-
-    profile: str = "gate"
-    families: tuple[str, ...] = ()
-    keywords: str = ""  # -k, and-ed with the families
-    examples: int | None = None
-    extra: tuple[str, ...] = ()  # more pytest arguments
-
-    @property
-    def selection(self) -> str:
-        families = " or ".join(f"{f}-" for f in self.families)
-        return " and ".join(f"({e})" for e in (families, self.keywords) if e)
-
-    def asked(self, target: str) -> bool:
-        return not self.families or any(target.startswith(f"{f}-") for f in self.families)
-
-
-@dataclass
-class Side:
-    name: str  # "baseline" or "candidate"
-    where: Installation
-    overrides: dict[str, str] = field(default_factory=dict)  # family -> module[:attr], passed as --gdn-target
-    returncode: int | None = None
-    report: RunReport | None = None  # the side's --gdn-report (None: it wrote none)
-    ran: set = field(default_factory=set)  # test ids it ran (not skipped)
-    seconds: float = 0.0  # its pytest run's wall time
-
-    def pytest_args(self, out: Path, plan: Plan) -> list[str]:
-        # Both sides see the same case stream: a fixed seed, an empty example database of their own, and the masks of
-        # every known bug (--gdn-masks=all; the corpus replay tracks those bugs).
-        # -v for the log's reader: the progress comes from the events, whatever verbosity plan.extra asks for
-        return ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={plan.profile}", f"--hypothesis-seed={SEED}",
-                "--gdn-masks=all", f"--gdn-db={out / f'{self.name}-examples'}",
-                *([f"--gdn-examples={plan.examples}"] if plan.examples else []),
-                f"--gdn-report={out / f'{self.name}.json'}", f"--junitxml={out / f'{self.name}.xml'}",
-                f"--gdn-live-log={out / f'{self.name}-failures.jsonl'}", f"--gdn-events={events_file(out, self.name)}",
-                *(["-k", plan.selection] if plan.selection else []),
-                *([f"--gdn-require={','.join(plan.families)}"] if plan.families else []),
-                *(f"--gdn-target={family}={module}" for family, module in self.overrides.items()), *plan.extra]
-
-    def read(self, out: Path) -> None:
-        """Read back the side's report from `out` and the tests it ran (its JUnit XML's and its report's); nothing
-        when it wrote no report."""
-        if (path := out / f"{self.name}.json").exists():
-            self.report = load_report(path)
-            self.ran = ran_tests(out / f"{self.name}.xml") | set(self.report.tests)
-
-    def override(self, family: str) -> str | None:
-        return self.overrides.get(family)
-
-    @property
-    def overrides_text(self) -> str:
-        """The overrides as the command line gave them ('' for none), for the reports."""
-        return ", ".join(f"{family}={module}" for family, module in self.overrides.items())
-
-    def versions(self, plan: Plan) -> list[str]:
-        return sorted({f"{name} {t['version']}" for name, t in self.report.targets.items()
-                       if self.report.examples_of(name) and t.get("version") and plan.asked(name)})
 
 
 def run_sides(sides: list[Side], out: Path, plan: Plan, parallel: bool) -> None:
@@ -138,60 +69,7 @@ def run_sides(sides: list[Side], out: Path, plan: Plan, parallel: bool) -> None:
             side.read(out)
 
 
-def ran_tests(junit: Path) -> set[str]:
-    """Test ids a pytest JUnit XML file holds as run: passed, failed, errored or xfailed (skips are not runs)."""
-    if not junit.exists():
-        return set()
-    ran = set()
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        skipped = case.find("skipped")
-        if skipped is None or skipped.get("type") == "pytest.xfail":
-            ran.add(f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}")
-    return ran
-
-
 # ---- failures ----------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Finding:
-    """One failure of one side: a distinct fuzz failure (`record`: the report's), or a failed test that is no fuzz
-    finding (a corpus replay, an error: `record` None)."""
-
-    test: str
-    key: FailureKey
-    detail: str = ""
-    case: Case | None = None  # the minimal coordinate (None when there is none)
-    record: FailureRecord | None = field(default=None, hash=False, compare=False)
-
-    @property
-    def identity(self) -> tuple[str, FailureKey]:
-        return self.test, self.key
-
-    @property
-    def fuzz(self) -> bool:
-        return self.record is not None
-
-    @property
-    def kind(self) -> str:
-        return self.key.kind
-
-    @property
-    def cause(self) -> str:
-        return self.key.cause
-
-    @property
-    def variant(self) -> str:
-        return self.key.variant
-
-    @property
-    def target(self) -> str:
-        return self.key.target
-
-    @property
-    def coordinate(self) -> str:
-        """The minimal coordinate's text ('' when there is none)."""
-        return repr(self.case) if self.case else ""
-
 
 def findings(report: RunReport) -> list[Finding]:
     found = [Finding(f.test, f.failure.key, f.failure.detail, f.failure.case, f) for f in report.failures]
@@ -222,27 +100,6 @@ def _corpus_case(test: str) -> tuple[str, Case | None]:
     except corpus.CorpusError:
         return "", None
     return (entry.target, entry.case) if entry.target == m[1] else ("", None)
-
-
-@dataclass
-class Row:
-    """One failure as the gate classifies it; `baseline` and `candidate` are each side's finding (None: absent)."""
-
-    status: str
-    baseline: Finding | None
-    candidate: Finding | None
-    note: str = ""
-    script: Path | None = None
-    script_error: str = ""
-
-    @property
-    def finding(self) -> Finding:
-        return self.candidate or self.baseline
-
-    @property
-    def failing_side(self) -> str:
-        """The side a reproduction script reproduces on: the candidate for a new failure, else the baseline."""
-        return "candidate" if self.status == "new" else "baseline"
 
 
 def compare(baseline: Side, candidate: Side) -> list[Row]:
@@ -296,43 +153,13 @@ def export_scripts(rows: list[Row], sides: list[Side], directory: Path) -> None:
 
 # ---- numerics drift ----------------------------------------------------------------------------------------------
 
-@dataclass
-class Drift:
-    """The error-to-bound ratios of one target and judged kind over the coordinates both sides judged."""
-
-    target: str
-    kind: str
-    judged: tuple[int, int]  # coordinates each side judged for this kind
-    shared: list[tuple[str, float, float]]  # (coordinate, baseline ratio, candidate ratio)
-
-    def _side(self, i: int) -> list[float]:
-        return [s[1 + i] for s in self.shared]
-
-    def stats(self, i: int) -> tuple[float, float] | None:
-        """(median, max) of side i (0 baseline, 1 candidate) over the shared coordinates."""
-        xs = self._side(i)
-        return (statistics.median(xs), max(xs)) if xs else None
-
-    @property
-    def change(self) -> float | None:
-        """Candidate median / baseline median, each floored at FLOOR."""
-        b, c = self.stats(0), self.stats(1)
-        return max(c[0], FLOOR) / max(b[0], FLOOR) if b and c else None
-
-    def worst(self, n: int = 3) -> list[tuple[str, float, float, float]]:
-        """The n coordinates whose ratio grew most: (coordinate, baseline, candidate, growth), growth > 1 only."""
-        grown = [(c, b, a, max(a, FLOOR) / max(b, FLOOR)) for c, b, a in self.shared]
-        return sorted((g for g in grown if g[3] > 1), key=lambda g: -g[3])[:n]
-
-
-def _ratios(report: RunReport) -> dict[tuple[str, str], dict[tuple[str, str], float]]:
-    """(target, kind) -> {(test, coordinate): error/bound}; a coordinate checked twice keeps its worst ratio."""
+def _ratios(report: RunReport) -> dict[tuple[str, str], dict[tuple[str, Case], float]]:
+    """(target, kind) -> {(test, case): error/bound}; a case checked twice keeps its worst ratio."""
     found: dict = {}
     for r in report.records:
-        for kind, ratio in r["ratios"].items():
-            per = found.setdefault((r["target"], kind), {})
-            key = (r["test"], r["case"])
-            per[key] = max(per.get(key, 0.0), ratio)
+        for kind, ratio in r.ratios.items():
+            per = found.setdefault((r.target, kind), {})
+            per[r.coordinate] = max(per.get(r.coordinate, 0.0), ratio)
     return found
 
 
@@ -341,34 +168,15 @@ def drift(baseline: RunReport, candidate: RunReport) -> list[Drift]:
     rows = []
     for key in sorted(base.keys() | cand.keys()):
         b, c = base.get(key, {}), cand.get(key, {})
-        shared = sorted(b.keys() & c.keys())
-        rows.append(Drift(*key, (len(b), len(c)), [(case, b[(test, case)], c[(test, case)]) for test, case in shared]))
+        shared = sorted(b.keys() & c.keys(), key=lambda k: (k[0], repr(k[1])))
+        rows.append(Drift(*key, (len(b), len(c)), [(repr(k[1]), b[k], c[k]) for k in shared]))
     return rows
 
 
 def shared_coordinates(baseline: RunReport, candidate: RunReport) -> tuple[int, int, int]:
     """Coordinates (test, case) judged by the baseline, by the candidate, by both."""
-    judged = [{(r["test"], r["case"]) for r in side.records if r["ratios"]} for side in (baseline, candidate)]
+    judged = [{r.coordinate for r in side.records if r.ratios} for side in (baseline, candidate)]
     return len(judged[0]), len(judged[1]), len(judged[0] & judged[1])
-
-
-@dataclass
-class Result:
-    """Everything the gate's reports show."""
-
-    sides: list[Side]
-    plan: Plan
-    rows: list[Row]
-    drift: list[Drift]
-    shared: tuple[int, int, int]
-    out: Path
-
-    def of(self, status: str, fuzz: bool | None = None) -> list[Row]:
-        return [r for r in self.rows if r.status == status and (fuzz is None or r.finding.fuzz == fuzz)]
-
-    @property
-    def passed(self) -> bool:
-        return not self.of("new")
 
 
 def main(argv: list[str] | None = None) -> int:

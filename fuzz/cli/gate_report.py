@@ -1,5 +1,5 @@
-"""The gate's reports, from one fuzz.cli.gate.Result: the markdown summary (a CI step summary), the JUnit XML and the
-HTML report (one self-contained file: tables, and matplotlib plots embedded as base64 PNG)."""
+"""The gate's reports, rendered from one fuzz.cli.gate_model.Result: the markdown summary (a CI step summary), the
+JUnit XML and the HTML report (one self-contained file: tables, and matplotlib plots embedded as base64 PNG)."""
 from __future__ import annotations
 
 import base64
@@ -15,7 +15,8 @@ from matplotlib import colormaps
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global figure state
 
-from fuzz.cli.gate import FLOOR, SEED, STATUSES, Drift, Result, Row
+from fuzz.cli.gate_model import FLOOR, SEED, STATUSES, Drift, Result, Row
+from fuzz.run.report import ExampleRecord
 
 COLORS = {"baseline": "tab:blue", "candidate": "tab:orange"}
 NOTABLE = 2.0  # a change of the median ratio by this factor (either way) is flagged
@@ -343,11 +344,11 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _shared_records(result: Result) -> list[list[dict]]:
+def _shared_records(result: Result) -> list[list[ExampleRecord]]:
     """Each side's judged records of the coordinates both sides judged."""
-    keys = [{(r["test"], r["case"]) for r in s.report.records if r["ratios"]} for s in result.sides]
+    keys = [{r.coordinate for r in s.report.records if r.ratios} for s in result.sides]
     both = keys[0] & keys[1]
-    return [[r for r in s.report.records if r["ratios"] and (r["test"], r["case"]) in both] for s in result.sides]
+    return [[r for r in s.report.records if r.ratios and r.coordinate in both] for s in result.sides]
 
 
 def _grid(n: int, width: float, height: float):
@@ -383,12 +384,12 @@ def scatter(drift: list[Drift]) -> str | None:
     return _png(fig)
 
 
-def histograms(sides, shared: list[list[dict]]) -> str | None:
+def histograms(sides, shared: list[list[ExampleRecord]]) -> str | None:
     """Per target: the distribution of each shared coordinate's worst error-to-bound ratio, baseline vs candidate."""
     worst = defaultdict(lambda: defaultdict(list))  # target -> side -> [max ratio of one example]
     for side, records in zip(sides, shared):
         for r in records:
-            worst[r["target"]][side.name].append(max(max(r["ratios"].values()), FLOOR))
+            worst[r.target][side.name].append(max(max(r.ratios.values()), FLOOR))
     if not worst:
         return None
     every = [x for per_side in worst.values() for xs in per_side.values() for x in xs]
@@ -405,13 +406,13 @@ def histograms(sides, shared: list[list[dict]]) -> str | None:
     return _png(fig)
 
 
-def heatmaps(sides, shared: list[list[dict]]) -> str | None:
+def heatmaps(sides, shared: list[list[ExampleRecord]]) -> str | None:
     """Per side: the worst error-to-bound ratio over all targets and kinds, by T and state dtype."""
     cells = [defaultdict(float) for _ in sides]  # (state dtype, T) -> worst ratio
     for cell, records in zip(cells, shared):
         for r in records:
-            key = (r["state_dtype"], r["T"])
-            cell[key] = max(cell[key], max(r["ratios"].values()), FLOOR)
+            key = (r.case.state_dtype, r.case.T)
+            cell[key] = max(cell[key], max(r.ratios.values()), FLOOR)
     if not any(cells):
         return None
     dtypes = sorted({d for c in cells for d, _ in c}, key=lambda d: (d != "fp32", d))
@@ -441,7 +442,7 @@ def coverage(sides) -> str | None:
     hit = defaultdict(lambda: defaultdict(set))  # target -> side -> buckets
     for side in sides:
         for r in side.report.records:
-            hit[r["target"]][side.name].add(r["bucket"])
+            hit[r.target][side.name].add(r.bucket)
     if not hit:
         return None
     targets = sorted(hit)

@@ -39,8 +39,7 @@ class TestEvents:
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         info = self.session.report.tests.get(nodeid)  # a fuzz or serving test's: its examples and what stopped it
-        stop = "" if info is None else "done" if not info["boxed"] else "time box" if info["box"] else "bound"
         self.session.events.emit("finish", test=nodeid, outcome=self._outcomes.pop(nodeid, "PASSED"),
-                                 examples=info["checked"] if info else 0,
-                                 failures=len(info["failures"]) if info else 0,
-                                 seconds=round(self._seconds.pop(nodeid, 0.0), 3), stop=stop)
+                                 examples=info.checked if info else 0,
+                                 failures=len(info.failures) if info else 0,
+                                 seconds=round(self._seconds.pop(nodeid, 0.0), 3), stop=info.stop if info else "")

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from fuzz.case import Case
+from fuzz.run.failure_key import FailureKey
 from fuzz.run.result import CheckResult, CrashAttribution, Failure
 
 SCHEMA = 2
@@ -46,6 +49,40 @@ class FailedTest:
         return cls(d["test"], d["when"], d["message"])
 
 
+@dataclass(frozen=True)
+class ExampleRecord:
+    """One checked example: its test, target, operation and case, the dispatch bucket it ran in, its outcome and
+    stage, and the error-to-bound ratio of each judged kind."""
+
+    test: str  # node id (the target's name where no test ran it)
+    target: str
+    op: str
+    case: Case
+    bucket: str  # its dispatch bucket (fuzz.run.harness.dispatch_bucket)
+    outcome: str  # "pass", its failure kind, or "unjudged" (the device ran out of memory)
+    stage: str  # "generate", "shrink" or "final" (Hypothesis's last replay)
+    ratios: Mapping[str, float] = field(default_factory=dict, hash=False)  # judged kind -> error / bound
+    seconds: float = 0.0
+
+    @property
+    def coordinate(self) -> tuple[str, Case]:
+        """(test, case): what the gate compares a side's ratios by."""
+        return self.test, self.case
+
+    def to_json(self) -> dict:
+        case = self.case
+        return {"test": self.test, "target": self.target, "op": self.op, "case": repr(case), "T": case.T,
+                "state_dtype": case.state_dtype, "input_dtype": case.input_dtype, "bucket": self.bucket,
+                "outcome": self.outcome, "stage": self.stage, "ratios": dict(self.ratios),
+                "seconds": round(self.seconds, 4)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ExampleRecord:
+        """T, state_dtype and input_dtype (absent in reports written before it) are the case's own."""
+        return cls(d["test"], d["target"], d["op"], Case.parse(d["case"]), d["bucket"], d["outcome"], d["stage"],
+                   d["ratios"], d["seconds"])
+
+
 @dataclass
 class FailureRecord:
     """One distinct failure (a failure key) of one test: the minimal case Hypothesis shrank it to, when and how
@@ -73,14 +110,84 @@ class FailureRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> FailureRecord:
-        from fuzz.case import Case
-
         crash = d.get("attribution")  # absent in reports written before crashes were attributed
         failure = Failure(d["kind"], Case.parse(d["case"]), d["detail"], d["cause"], d["bucket"], tuple(d["notes"]),
                           CrashAttribution.from_json(crash) if crash else None,
                           tuple(Case.parse(c) for c in d.get("before", ())))  # absent before sequences were kept
         return cls(d["test"], d["target"], failure, d["first_hit_seconds"], d["examples_before"], d["hits"],
                    d["minimal"], d["reproduced_on_rerun"], d["corpus"])
+
+
+@dataclass(frozen=True)
+class FinishedTest:
+    """A fuzz or serving test as it finished: its target and operation, its rounds and examples checked, its wall
+    time, what bounded it and whether that stopped it, and the failure keys it reported."""
+
+    target: str
+    op: str
+    rounds: int = 0
+    checked: int = 0  # examples (a serving test: call sequences) checked
+    seconds: float = 0.0
+    box: float | None = None  # its --gdn-test-seconds time box (None: none)
+    bound: float | None = None  # its profile's time bound, where it had no box
+    boxed: bool = False  # the time, not the examples budget, ended it
+    failures: tuple[FailureKey, ...] = ()
+    calls: int | None = None  # a serving test's calls (None: a fuzz test)
+
+    @property
+    def stop(self) -> str:
+        """What ended it (fuzz.run.events.STOPS): done, its time box or its profile's bound."""
+        return "done" if not self.boxed else "time box" if self.box else "bound"
+
+    @property
+    def stopped(self) -> str:
+        """What stopped it before its examples budget, as the summary says it."""
+        if self.box:
+            return f" (stopped by its {self.box:g} s time box)"
+        return f" (stopped by the profile's {self.bound:g} s bound)" if self.bound else " (stopped by its time bound)"
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "op": self.op, "rounds": self.rounds, "checked": self.checked,
+                **({} if self.calls is None else {"calls": self.calls}), "seconds": self.seconds, "box": self.box,
+                "bound": self.bound, "boxed": self.boxed, "failures": [key.to_json() for key in self.failures]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> FinishedTest:
+        """Reports written before a field was kept lack it: its default (bound: before profile bounds)."""
+        return cls(d["target"], d["op"], d.get("rounds", 0), d.get("checked", 0), d.get("seconds", 0.0), d.get("box"),
+                   d.get("bound"), d.get("boxed", False), tuple(map(FailureKey.from_json, d.get("failures", ()))),
+                   d.get("calls"))
+
+
+@dataclass(frozen=True)
+class LoggedFailure:
+    """One line of the live failure log (--gdn-live-log): a failing example as it happened, before any shrink."""
+
+    target: str
+    case: Case
+    key: FailureKey
+    detail: str  # the first line of its detail
+
+    @classmethod
+    def of(cls, target: str, failure: Failure) -> LoggedFailure:
+        return cls(target, failure.case, failure.key, failure.detail.splitlines()[0][:1000])
+
+    @property
+    def kind(self) -> str:
+        return self.key.kind
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "kind": self.kind, "case": repr(self.case), "key": self.key.to_json(),
+                "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, d: dict) -> LoggedFailure:
+        return cls(d["target"], Case.parse(d["case"]), FailureKey.from_json(d["key"]), d.get("detail", ""))
+
+
+def live_log(path: Path) -> list[LoggedFailure]:
+    """The failures a live log holds, in the order they happened."""
+    return [LoggedFailure.from_json(json.loads(line)) for line in path.read_text().splitlines() if line]
 
 
 @dataclass
@@ -91,10 +198,10 @@ class RunReport:
     targets: dict = field(default_factory=dict)  # name -> {"unavailable", "version", "origin"}
     examples: Counter = field(default_factory=Counter)  # (target, op) -> examples checked
     distinct: dict = field(default_factory=lambda: defaultdict(set))  # (target, op) -> case coordinates
-    tests: dict = field(default_factory=dict)  # nodeid -> {"target", "op", "seconds", "rounds", "boxed", ...}
+    tests: dict = field(default_factory=dict)  # nodeid -> FinishedTest
     failures: list = field(default_factory=list)  # FailureRecord
     errors: list = field(default_factory=list)  # FailedTest: failed tests that are not fuzz findings
-    records: list = field(default_factory=list)  # one dict per checked example
+    records: list = field(default_factory=list)  # ExampleRecord: one per checked example
     phases: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> phase -> seconds
     isolation: Counter = field(default_factory=Counter)  # --gdn-isolate workers: calls, starts, crashes, hangs, ...
     kernel_cache: str = ""  # where compiled kernels are kept (fuzz.run.kernel_cache.KernelCache.describe)
@@ -109,12 +216,8 @@ class RunReport:
         self.distinct[key].add(repr(result.case))
         for name, s in result.phases.items():
             self.phases[result.target][name] += s
-        case = result.case
-        self.records.append({
-            "test": test, "target": result.target, "op": op, "case": repr(case), "T": case.T,
-            "state_dtype": case.state_dtype, "input_dtype": case.input_dtype, "bucket": result.bucket,
-            "outcome": result.outcome, "stage": stage,
-            "ratios": {c.kind: c.ratio for c in result.comparisons}, "seconds": round(seconds, 4)})
+        self.records.append(ExampleRecord(test, result.target, op, result.case, result.bucket, result.outcome, stage,
+                                          {c.kind: c.ratio for c in result.comparisons}, seconds))
 
     def add_failure(self, record: FailureRecord) -> None:
         self.failures.append(record)
@@ -142,8 +245,8 @@ class RunReport:
                 lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
                 continue
             runs = [f"{op} {n} ({len(self.distinct[(name, op)])} distinct)"
-                    + "".join(dict.fromkeys(_stopped(info) for info in self.tests.values()  # each reason once
-                                            if info["target"] == name and info["op"] == op and info.get("boxed")))
+                    + "".join(dict.fromkeys(info.stopped for info in self.tests.values()  # each reason once
+                                            if info.target == name and info.op == op and info.boxed))
                     for (tn, op), n in sorted(self.examples.items()) if tn == name]
             lines.append(f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
                          f"{', '.join(runs) or 'no examples (not selected)'}")
@@ -155,7 +258,7 @@ class RunReport:
             per += f", {s['first_seconds'] / s['firsts']:.2f} s from start to first example" if s["firsts"] else ""
             lines.append(f"  isolated in worker processes: {s['calls']} calls, {s['starts']} starts ({s['restarts']} "
                          f"restarts{per}), {s['crashes']} crashes, {s['hangs']} hangs")
-        if unjudged := Counter(r["target"] for r in self.records if r["outcome"] == "unjudged"):
+        if unjudged := Counter(r.target for r in self.records if r.outcome == "unjudged"):
             lines.append("  not judged (the device ran out of memory; no verdict, not a finding): "
                          + ", ".join(f"{name} {n}" for name, n in sorted(unjudged.items())))
         if self.failures:
@@ -172,9 +275,10 @@ class RunReport:
     # ---- JSON ------------------------------------------------------------------------------------------------
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
-                "targets": {name: self.target_summary(name) for name in self.targets}, "tests": self.tests,
+                "targets": {name: self.target_summary(name) for name in self.targets},
+                "tests": {test: info.to_json() for test, info in self.tests.items()},
                 "failures": [f.to_json() for f in self.failures], "errors": [e.to_json() for e in self.errors],
-                "records": self.records, "isolation": dict(self.isolation),
+                "records": [r.to_json() for r in self.records], "isolation": dict(self.isolation),
                 "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache,
                 "warm": self.warm, "time_box": self.time_box}
 
@@ -185,12 +289,12 @@ class RunReport:
             report.targets[name] = {k: v for k, v in t.items() if k not in ("examples", "distinct")}
             for op, n in t.get("examples", {}).items():
                 report.examples[(name, op)] = n
-        for r in d["records"]:
-            report.distinct[(r["target"], r["op"])].add(r["case"])
-        report.tests = d.get("tests", {})
+        report.records = [ExampleRecord.from_json(r) for r in d["records"]]
+        for r in report.records:
+            report.distinct[(r.target, r.op)].add(repr(r.case))
+        report.tests = {test: FinishedTest.from_json(info) for test, info in d.get("tests", {}).items()}
         report.failures = [FailureRecord.from_json(f) for f in d.get("failures", [])]
         report.errors = [FailedTest.from_json(e) for e in d.get("errors", [])]
-        report.records = d["records"]
         for t, p in d.get("phases", {}).items():
             report.phases[t].update(p)
         report.isolation.update(d.get("isolation", {}))
@@ -254,10 +358,3 @@ def load(path: str | Path) -> RunReport | None:
     merge_parts(first, path, skip={next(iter(found))})
     return first
 
-
-def _stopped(test: dict) -> str:
-    """What stopped a test before its examples budget: its --gdn-test-seconds time box, or its profile's bound."""
-    if test.get("box"):
-        return f" (stopped by its {test['box']:g} s time box)"
-    bound = test.get("bound")  # absent in reports written before profile bounds
-    return f" (stopped by the profile's {bound:g} s bound)" if bound else " (stopped by its time bound)"

@@ -26,7 +26,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from fuzz.generate.profiles import Budget
 from fuzz.generate.serving import STEPS, Step, serving_machine
-from fuzz.run.report import FailureRecord, RunReport
+from fuzz.run.report import FailureRecord, FinishedTest, RunReport
 from fuzz.run.result import CheckResult, Failure, failures_in
 from fuzz.run.serving import Alone, ServingRun, final_replay, shortest
 from fuzz.run.session import TestRun, _seed_of, active_session, round_size
@@ -118,12 +118,11 @@ def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: 
     if not test.running(time.monotonic()) and test.drawn < examples:
         test.boxed = True
     if test.report is not None:
-        test.report.tests[test.nodeid] = {
-            "target": target.name, "op": OP, "rounds": test.rounds, "checked": test.checked, "calls": test.calls,
-            "seconds": round(time.monotonic() - test.started, 2),
-            "box": None if test.deadline is None else round(test.deadline - test.started, 3),
-            "bound": None if test.cap is None else round(test.cap - test.started, 3), "boxed": test.boxed,
-            "failures": [key.to_json() for key in test.reported]}
+        test.report.tests[test.nodeid] = FinishedTest(
+            target.name, OP, test.rounds, test.checked, round(time.monotonic() - test.started, 2),
+            None if test.deadline is None else round(test.deadline - test.started, 3),
+            None if test.cap is None else round(test.cap - test.started, 3), test.boxed, tuple(test.reported),
+            test.calls)
     return found
 
 

@@ -40,7 +40,7 @@ from fuzz.run.failure_key import FailureKey
 from fuzz.run.harness import check
 from fuzz.run.kernel_cache import KernelCache
 from fuzz.run.reduce import reduce
-from fuzz.run.report import FailureRecord, RunReport
+from fuzz.run.report import FailureRecord, FinishedTest, LoggedFailure, RunReport, live_log
 from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure, failures_in
 from fuzz.run.worker import DEFAULT_TIMEOUT, attributed, check_isolated, worker_for
@@ -228,9 +228,7 @@ class FuzzSession:
     def _log(self, target: Target, failure: Failure) -> None:
         if self.options.live_log:
             with open(self.options.live_log, "a") as f:
-                f.write(json.dumps({"target": target.name, "kind": failure.kind, "case": repr(failure.case),
-                                    "key": failure.key.to_json(),
-                                    "detail": failure.detail.splitlines()[0][:1000]}) + "\n")
+                f.write(json.dumps(LoggedFailure.of(target.name, failure).to_json()) + "\n")
 
     # ---- one fuzz test: rounds -----------------------------------------------------------------------------------
     def run_test(self, nodeid: str, target: Target, op: str, test_fn) -> list[FailureRecord]:
@@ -255,10 +253,9 @@ class FuzzSession:
             self._test = None
         if not test.running(time.monotonic()) and test.drawn < budget:
             test.boxed = True  # the time, not the examples budget, ended it
-        self.report.tests[nodeid] = {
-            "target": target.name, "op": op, "rounds": test.rounds, "checked": test.checked,
-            "seconds": round(time.monotonic() - test.started, 2), "box": box, "bound": bound, "boxed": test.boxed,
-            "failures": [key.to_json() for key in test.reported]}
+        self.report.tests[nodeid] = FinishedTest(target.name, op, test.rounds, test.checked,
+                                                 round(time.monotonic() - test.started, 2), box, bound, test.boxed,
+                                                 tuple(test.reported))
         return list(test.reported.values())
 
     def _round(self, test: TestRun, test_fn, examples: int, base_seed: int) -> None:
@@ -336,9 +333,9 @@ def resumable(live: Path, target: str, op: str) -> dict[FailureKey, Case]:
     report = load_report(beside) if live.name.endswith("-failures.jsonl") else None
     done = {f.failure.key for f in report.failures if f.minimal} if report else set()
     smallest: dict[FailureKey, Case] = {}
-    for d in map(json.loads, filter(None, live.read_text().splitlines())):
-        case, key = Case.parse(d["case"]), FailureKey.from_json(d["key"])
-        if d["target"] == target and case.op == op and key not in done and \
+    for logged in live_log(live):
+        case, key = logged.case, logged.key
+        if logged.target == target and case.op == op and key not in done and \
                 (key not in smallest or case.size_key() < smallest[key].size_key()):
             smallest[key] = case
     return smallest
@@ -346,8 +343,7 @@ def resumable(live: Path, target: str, op: str) -> dict[FailureKey, Case]:
 
 def logged_failures(path: Path) -> list[tuple[str, str, Case]]:
     """(target, failure class, case) for each line FuzzSession._log wrote (--gdn-live-log)."""
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [(d["target"], d["kind"], Case.parse(d["case"])) for d in map(json.loads, filter(None, lines))]
+    return [(logged.target, logged.kind, logged.case) for logged in (live_log(path) if path.exists() else [])]
 
 
 def _origin(target: Target) -> str:
