@@ -54,7 +54,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def rows(report: RunReport) -> list[Row]:
     """The table of one run report."""
-    from fuzz.case import Case
+    from fuzz.model.case import Case
 
     ratios: dict[Cell, list[tuple[float, str]]] = defaultdict(list)
     for r in report.records:
@@ -73,7 +73,7 @@ def rows(report: RunReport) -> list[Row]:
 
 
 def _bearing(target_name: str, output: str, version: str | None) -> tuple[str, ...]:
-    from fuzz.targets.known_bugs import KNOWN_BUGS
+    from fuzz.model.known_bugs import KNOWN_BUGS
     from fuzz.targets.registry import TARGETS
 
     path = next((t.path for t in TARGETS if t.name == target_name), None)

@@ -108,7 +108,7 @@ def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bo
 def unfinished(live: Path, reported: set, family: str) -> list[dict]:
     """The smallest logged case of each (target, kind) of the family's targets that the report does not hold: its
     shrink was cut off."""
-    from fuzz.case import Case
+    from fuzz.model.case import Case
 
     smallest: dict = {}
     for line in live.read_text().splitlines() if live.exists() else []:

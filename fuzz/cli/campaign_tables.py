@@ -8,7 +8,7 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
-from fuzz.case import Case
+from fuzz.model.case import Case
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.result import CrashAttribution
 from fuzz.targets import triage

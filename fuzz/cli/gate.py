@@ -40,8 +40,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzz.case import Case
 from fuzz.judge.failures import normalized
+from fuzz.model.case import Case
 from fuzz.run import events
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.installation import Installation

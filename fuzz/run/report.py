@@ -73,7 +73,7 @@ class FailureRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> FailureRecord:
-        from fuzz.case import Case
+        from fuzz.model.case import Case
 
         crash = d.get("attribution")  # absent in reports written before crashes were attributed
         failure = Failure(d["kind"], Case.parse(d["case"]), d["detail"], d["cause"], d["bucket"], tuple(d["notes"]),
