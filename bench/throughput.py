@@ -69,7 +69,7 @@ def main() -> None:
     budget = budget_for(args.profile)
     if budget.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    from fuzz.targets.known_bugs import masked_reason
+    from fuzz.model.known_bugs import masked_reason
     from fuzz.targets.registry import TARGETS, set_overrides
 
     set_overrides(dict(o.split("=", 1) for o in args.override))

@@ -174,7 +174,7 @@ class WideVecSkipsWriteBack(FlashInferCPU):
     """bf16-state verify with an intermediate buffer and state updates on leaves the pool unwritten once B*HV >= 128
     (T >= 2): past that dispatch threshold another kernel runs, which expects the caller to read the final state from
     buffer[:, T-1]. Incident class: FlashInfer's bf16 wide_vec kernel (0.6.11 .. 0.7.4, through the pretranspose API
-    from 0.7.0), a behaviour that changes across a dispatch threshold (fuzz.targets.dispatch)."""
+    from 0.7.0), a behaviour that changes across a dispatch threshold (fuzz.model.dispatch)."""
 
     def _run(self, path, q, k, v, pool, *args, buf=None, write_back=True, **kwargs):
         B, T, HV = q.shape[0], q.shape[1], v.shape[2]

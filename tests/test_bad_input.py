@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz.case import Case, CaseError
 from fuzz.generate.profiles import BUDGETS, GPU_RESERVE
 from fuzz.generate.strategies import cases
-from fuzz.targets.known_bugs import MASK_POLICIES
+from fuzz.model.case import Case, CaseError
+from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.targets.registry import TARGETS, set_overrides
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fuzz.case import Case
 from fuzz.cli import calibrate as calibration
+from fuzz.model.case import Case
 from fuzz.run.report import ExampleRecord, RunReport
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from fuzz.case import Case
 from fuzz.cli import campaign, campaign_tables
 from fuzz.generate.profiles import BUDGETS
 from fuzz.judge.failures import NonFinite, StateMismatch
+from fuzz.model.case import Case
 from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.result import Failure
 from fuzz.run.session import FuzzSession, Options, logged_failures, resumable

@@ -18,15 +18,15 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
 from fuzz.judge.failures import RejectedValidInput
+from fuzz.model.case import Case
+from fuzz.model.known_bugs import known_bugs
 from fuzz.run.harness import check
 from fuzz.standins import flashinfer_cpu
 from fuzz.targets import flashinfer
 from fuzz.targets.flashinfer_contract import HEAD_128, SM90_PLUS
-from fuzz.targets.known_bugs import known_bugs
 from fuzz.targets.semantics import semantics_for
 from fuzz.targets.unsupported import unsupported_here
 

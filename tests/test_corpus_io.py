@@ -125,8 +125,8 @@ FLASHINFER_RELEASES = (
 def test_each_flashinfer_finding_names_its_record_and_stays_inside_it():
     """An entry that replays a known bug names it (`bug`), on the record's path, for releases the record holds for,
     with a case the record's mask keeps from being drawn: the corpus and the masks cannot drift apart."""
+    from fuzz.model.known_bugs import BY_ID
     from fuzz.targets import triage
-    from fuzz.targets.known_bugs import BY_ID
     from fuzz.targets.registry import TARGETS
 
     paths = {t.name: t.path for t in TARGETS}

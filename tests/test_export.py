@@ -29,14 +29,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from fuzz.case import Case
 from fuzz.cli.export import main as export_main
 from fuzz.export import embed, issue
 from fuzz.export.runner import EmbeddedModules
 from fuzz.export.script import MARKER, adapter_of, export_script
-from fuzz.generate.materialize import Guarded, materialize
+from fuzz.generate.materialize import materialize
+from fuzz.model.case import Case
+from fuzz.model.guarded import Guarded
+from fuzz.model.known_bugs import BY_ID
 from fuzz.run import corpus
-from fuzz.targets.known_bugs import BY_ID
 from fuzz.targets.registry import TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -273,8 +274,9 @@ def test_script_carries_the_fuzzers_modules_verbatim_and_only_those_its_target_n
     for embedded in sources.values():
         for name, text in embedded.items():
             assert text == (embed.ROOT / embed.path_of(name)).read_text(), name
-    common = {"fuzz.case", "fuzz.generate.values", "fuzz.generate.materialize", "fuzz.targets.base",
-              "fuzz.targets.semantics", "fuzz.targets.known_bugs", "reference", "reference.batched",
+    common = {"fuzz.model.case", "fuzz.model.values", "fuzz.model.guarded", "fuzz.model.patterns",
+              "fuzz.model.tensors", "fuzz.model.support", "fuzz.generate.materialize", "fuzz.targets.base",
+              "fuzz.targets.semantics", "fuzz.model.known_bugs", "reference", "reference.batched",
               "fuzz.judge.failures", "fuzz.judge.oracle", "fuzz.judge.tolerance", "fuzz.judge.verdict",
               "fuzz.run.harness", "fuzz.run.result", "fuzz.run.environment"}
     never = {"fuzz.targets.registry", "fuzz.generate.strategies", "fuzz.run.session", "fuzz.export.script"}

@@ -20,16 +20,16 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
 
-from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
+from fuzz.model.case import Case
+from fuzz.model.known_bugs import BY_ID
+from fuzz.model.support import Support
 from fuzz.run.harness import check
 from fuzz.standins import flashinfer_cpu
 from fuzz.standins.flashinfer_cpu import RELEASE_SIGNATURES, RELEASES, release_api
 from fuzz.targets import api as fapi
 from fuzz.targets import flashinfer, flashinfer_sm100
-from fuzz.targets.base import Support
-from fuzz.targets.known_bugs import BY_ID
 from fuzz.targets.semantics import ZERO_STATE, semantics_for
 
 BY_NAME = {t.name: t for t in flashinfer.TARGETS + flashinfer_sm100.TARGETS}

@@ -20,8 +20,8 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from fuzz.case import Case
 from fuzz.cli import gate, gate_model
+from fuzz.model.case import Case
 from fuzz.run.installation import Installation
 from fuzz.run.report import ExampleRecord, FailedTest, FailureRecord, RunReport
 from fuzz.run.report import load as load_report

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, Verbosity, given, settings
 
 import tests.crashing_standin as standin
-from fuzz.case import Case
 from fuzz.cli import campaign_tables
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
 from fuzz.judge.failures import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
+from fuzz.model.case import Case
 from fuzz.run import session as fuzz_session
 from fuzz.run import worker
 from fuzz.run.harness import verify as check

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
 from fuzz.judge.failures import (
     KINDS,
@@ -26,6 +25,7 @@ from fuzz.judge.failures import (
     StateMismatch,
     UnwrittenOutput,
 )
+from fuzz.model.case import Case
 from fuzz.run import plugin
 from fuzz.run.session import FuzzSession, Options, fuzz_test
 from fuzz.targets import flashinfer

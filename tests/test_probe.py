@@ -10,8 +10,8 @@ from pathlib import Path
 
 from test_contract import CAKE_ON_SM90, UNSUPPORTED_MODULE
 
-from fuzz.case import Case
 from fuzz.cli.probe import variants
+from fuzz.model.case import Case
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@
 rest to its simplest, hands the predicate only valid cases, is deterministic, and stops when told."""
 from __future__ import annotations
 
-from fuzz.case import Case
+from fuzz.model.case import Case
 from fuzz.run.reduce import candidates, reduce
 
 DECODE = Case.parse("decode-B4-T1-H2-HV4-K8-V16-pool12-pad1-fp32state-fp16in-i64-vk-gate_saturated-seed5-"

@@ -4,7 +4,7 @@ import sys
 import time
 from pathlib import Path
 
-from fuzz.case import Case
+from fuzz.model.case import Case
 from fuzz.run.sanitize import sanitize
 
 FAKE = f"{sys.executable} {Path(__file__).with_name('fake_sanitizer.py')}"

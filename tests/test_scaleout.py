@@ -19,8 +19,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fuzz.case import Case
-from fuzz.generate.materialize import GUARD_SLOTS
+from fuzz.model.case import Case
+from fuzz.model.footprint import peak_bytes
+from fuzz.model.guarded import GUARD_SLOTS
 from fuzz.run import memory, plugin
 from fuzz.run.harness import check
 from fuzz.standins.flashinfer_cpu import FlashInferCPU
@@ -46,12 +47,12 @@ def run(args, cwd=ROOT, timeout=600) -> subprocess.CompletedProcess:
 # ---- the memory estimate ------------------------------------------------------------------------------------------
 def test_an_int32_overflowing_pool_is_heavy_and_dominated_by_the_pool_and_its_guard():
     """HV=8, K=V=128 fp32: 2^31 elements take 16384 slots; the pool is 8 GiB, and the guard below it, where an offset
-    wrapped at 2^32 lands, 2^31 elements more (materialize.lead_rows)."""
+    wrapped at 2^32 lands, 2^31 elements more (fuzz.model.guarded.lead_rows)."""
     case = coordinate("decode", 1, 1, 8, 128, 128, pool=16386)
     pool_bytes = (16386 + 16384 + GUARD_SLOTS) * 8 * 128 * 128 * 4
-    assert pool_bytes <= memory.peak_bytes(case) <= pool_bytes + GIB
-    assert memory.peak_bytes(case) > memory.HEAVY_BYTES
-    assert memory.peak_bytes(case, offset_bits=64) < pool_bytes - 7 * GIB  # no wrap to guard against
+    assert pool_bytes <= peak_bytes(case) <= pool_bytes + GIB
+    assert peak_bytes(case) > memory.HEAVY_BYTES
+    assert peak_bytes(case, offset_bits=64) < pool_bytes - 7 * GIB  # no wrap to guard against
 
 
 class OutOfMemoryInTheCall(FlashInferCPU):
@@ -82,26 +83,26 @@ def test_a_large_intermediate_buffer_is_heavy_through_its_float64_comparison():
     got, exact and model of every written row in float64 at once (3 x 2.25 GiB)."""
     case = coordinate("verify", 96, 12, 8, 128, 256, pool=97, extra="-inter96x12+0")
     rows = 96 * 12 * 8 * 128 * 256
-    assert memory.peak_bytes(case) >= 3 * rows * 8 + (96 + 2) * 12 * 8 * 128 * 256 * 4
-    assert memory.peak_bytes(case) > memory.HEAVY_BYTES
+    assert peak_bytes(case) >= 3 * rows * 8 + (96 + 2) * 12 * 8 * 128 * 256 * 4
+    assert peak_bytes(case) > memory.HEAVY_BYTES
 
 
 def test_ordinary_cases_are_light_and_every_buffer_counts():
     small = coordinate("decode", 4, 1, 4, 16, 16, pool=9)
-    assert memory.peak_bytes(small) < 16 << 20
+    assert peak_bytes(small) < 16 << 20
     gpu = coordinate("decode", 96, 1, 8, 128, 256, pool=512)
-    assert memory.peak_bytes(gpu) < memory.HEAVY_BYTES
+    assert peak_bytes(gpu) < memory.HEAVY_BYTES
     slot = 8 * 128 * 256 * 4
-    assert memory.peak_bytes(gpu.replace(pool_gap=1)) - memory.peak_bytes(gpu) == (512 + 2 * GUARD_SLOTS) * slot // 8
+    assert peak_bytes(gpu.replace(pool_gap=1)) - peak_bytes(gpu) == (512 + 2 * GUARD_SLOTS) * slot // 8
     warm = gpu.replace(warm_pool=512)  # during the warm-up call its own 1024-slot pool sits beside the case's
-    assert memory.peak_bytes(warm) >= (512 + 2 * GUARD_SLOTS) * slot + (1024 + 2 * GUARD_SLOTS) * slot
+    assert peak_bytes(warm) >= (512 + 2 * GUARD_SLOTS) * slot + (1024 + 2 * GUARD_SLOTS) * slot
 
 
 # Peak growth of the current resident set over its value just before the check, sampled every millisecond (the
 # process's lifetime maximum would hide the check behind the peak that importing torch already reached).
 MEASURE = """
 import os, sys, threading, time
-from fuzz.case import Case
+from fuzz.model.case import Case
 from fuzz.run.harness import check
 from fuzz.targets.registry import TARGETS, set_overrides
 set_overrides({"flashinfer": "fuzz.standins.flashinfer_cpu"})
@@ -133,7 +134,7 @@ def test_the_estimate_matches_a_measured_check():
     proc = run(["-c", MEASURE, repr(case)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     measured = int(proc.stdout.split()[-1])
-    assert 0.75 <= measured / memory.peak_bytes(case) <= 1.25, (measured, memory.peak_bytes(case))
+    assert 0.75 <= measured / peak_bytes(case) <= 1.25, (measured, peak_bytes(case))
 
 
 # ---- the per-device lock ------------------------------------------------------------------------------------------

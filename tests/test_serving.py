@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
-from fuzz.case import Case
 from fuzz.generate.materialize import materialize
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.serving import STEPS, Step, alternatives, variations
 from fuzz.judge.failures import OutputAliased, StaleCompile, StateLeak
+from fuzz.model.case import Case
 from fuzz.run import serving
 from fuzz.run.serving import Alone, ServingRun
 from fuzz.run.serving_rounds import ServingTest, run_serving

@@ -13,7 +13,6 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
 from fuzz.judge.failures import (
@@ -24,9 +23,10 @@ from fuzz.judge.failures import (
     StateMismatch,
     UnwrittenOutput,
 )
+from fuzz.model.case import Case
+from fuzz.model.known_bugs import masked_reason
 from fuzz.run.harness import verify as check
 from fuzz.standins.flashinfer_sm100_cpu import CakeGDNUnsupportedError, FlashInferSM100CPU
-from fuzz.targets.known_bugs import masked_reason
 from fuzz.targets.registry import flashinfer_sm100
 
 BY_NAME = {t.name: t for t in flashinfer_sm100.TARGETS}

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, seed, settings
 from hypothesis import strategies as st
 
-from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases, large_buckets, large_plan
-from fuzz.targets import dispatch
-from fuzz.targets.base import Support
-from fuzz.targets.known_bugs import BY_ID
+from fuzz.model import dispatch
+from fuzz.model.case import Case
+from fuzz.model.known_bugs import BY_ID
+from fuzz.model.support import Support
 from fuzz.targets.registry import TARGETS, set_overrides
 
 BY_NAME = {t.name: t for t in TARGETS}
@@ -125,7 +125,7 @@ def test_cpu_budget_never_draws_large_pools():
     ("flashinfer-bf16", "verify", 2, True, True), ("flashinfer-mtp-fp32", "verify", 1, False, True),
     ("flashinfer-decode-kmajor", "decode", 1, False, True), ("flashinfer-prefill-chunk", "prefill", 1, False, True)])
 def test_every_dispatch_threshold_is_crossed_both_ways(name, op, T, buffer, update):
-    """fuzz.targets.dispatch: for each threshold of the target, cases just short of it and just past it are drawn
+    """fuzz.model.dispatch: for each threshold of the target, cases just short of it and just past it are drawn
     (hypothesis.find proves each side is reachable; straddle draws them for half the cases of such a bucket)."""
     target = BY_NAME[name]
     rows = [t for t in dispatch.thresholds(target.path, target.release()) if t.applies(T, buffer, update)]

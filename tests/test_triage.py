@@ -8,12 +8,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from fuzz.case import Case
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
+from fuzz.model.case import Case
+from fuzz.model.known_bugs import BY_ID, KNOWN_BUGS
+from fuzz.model.support import Support
 from fuzz.targets import triage
-from fuzz.targets.base import Support
-from fuzz.targets.known_bugs import BY_ID, KNOWN_BUGS
 from fuzz.targets.registry import TARGETS, set_overrides
 
 BY_PATH = {t.path: t for t in TARGETS}
@@ -107,7 +107,7 @@ def test_a_finding_no_record_masks_is_new():
 def test_a_bug_that_breaks_a_whole_operation_takes_that_operation_out(monkeypatch):
     """KnownBug.masked_ops (no record needs it today): its operation's tests are reported unavailable with the bug as
     the reason, and triage calls every case of that operation masked."""
-    from fuzz.targets.known_bugs import KnownBug, masked_reason
+    from fuzz.model.known_bugs import KnownBug, masked_reason
 
     bug = KnownBug("breaks-decode", "decode never compiles", ("flashinfer.mtp.fp32",), "0.6.5", masked_ops=("decode",))
     assert masked_reason((bug,), "decode") == ("known bug breaks-decode (>=0.6.5): decode never compiles "
@@ -125,7 +125,7 @@ def test_a_bug_that_breaks_a_whole_operation_takes_that_operation_out(monkeypatc
 def test_serving_masks_the_single_call_bugs_of_the_release_under_every_policy():
     """A serving sequence would end at the first call a single-call known bug breaks and replay it, never reaching
     the bugs that need two calls: those stay unmasked under --gdn-masks none, the single-call ones never are."""
-    from fuzz.targets.known_bugs import serving_bugs
+    from fuzz.model.known_bugs import serving_bugs
 
     for policy in ("none", "release", "all"):
         ids = {b.id for b in serving_bugs("flashinfer.bf16", "0.6.11", policy)}

@@ -3,12 +3,15 @@ import pytest
 import torch
 
 import reference
-from fuzz.case import Case
-from fuzz.generate.materialize import has_pattern, materialize, named_slots
+from fuzz.generate.materialize import materialize
 from fuzz.judge import failures, verdict
 from fuzz.judge.tolerance import TOLERANCES, Tol
+from fuzz.model.case import Case
+from fuzz.model.patterns import has_pattern
+from fuzz.model.support import Support
+from fuzz.model.tensors import named_slots
 from fuzz.run.harness import verify as check
-from fuzz.targets.base import Family, Support, Target
+from fuzz.targets.base import Family, Target
 from fuzz.targets.semantics import Semantics
 
 CASE = Case.parse("verify-B2-T3-H1-HV2-K4-V8-pool5-pad1-fp32state-fp32in-i32-vk-gate_mild-seed11-slots[3,-1]"
@@ -91,7 +94,7 @@ def test_tolerance_rule_scales_with_model_error_and_T():
 
 def test_poison_and_guard_patterns_are_nan_and_distinct():
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
-        from fuzz.generate.materialize import fill_pattern
+        from fuzz.model.patterns import fill_pattern
 
         g, p = fill_pattern(torch.empty(3, dtype=dtype), "guard"), fill_pattern(torch.empty(3, dtype=dtype), "poison")
         assert g.isnan().all() and p.isnan().all()

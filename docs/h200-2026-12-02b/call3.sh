@@ -1,6 +1,6 @@
 # H200 call 3 (issue 17, "Reach"): the serving tests of the five releases again, masks off, own example databases,
 # 60 s each, isolated, three xdist workers per release, after serving began to draw without the release's single-call
-# known bugs (fuzz.targets.known_bugs.serving_bugs: in calls 1-2 they ended most sequences at their first call, and
+# known bugs (fuzz.model.known_bugs.serving_bugs: in calls 1-2 they ended most sequences at their first call, and
 # bf16 serving checked 5 distinct cases in 45 s). Does OutputAliased (bf16-cached-output, 0.6.11-0.6.16.post4) fall now?
 . docs/h200-2026-12-02b/setup.sh
 ( while sleep 60; do pack; done ) & PACKER=$!

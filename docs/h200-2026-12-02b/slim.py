@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from fuzz.case import Case
 from fuzz.run.campaign_tables import size
+
+from fuzz.model.case import Case
 from fuzz.run.report import load
 
 source, dest = Path(sys.argv[1]), Path(sys.argv[2])

@@ -1,4 +1,4 @@
-"""Per release and kernel-level dispatch threshold (fuzz.targets.dispatch), whether the single-case fuzz tests checked
+"""Per release and kernel-level dispatch threshold (fuzz.model.dispatch), whether the single-case fuzz tests checked
 cases on both sides of it within the first 60 s of a test (check seconds summed in the order the report lists them),
 and after how many checks the second side first came. Reads a campaign's per-run reports (not kept here: 2-8 MB each):
 
@@ -9,8 +9,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from fuzz.case import Case
-from fuzz.targets import dispatch
+from fuzz.model import dispatch
+from fuzz.model.case import Case
 from fuzz.targets.registry import TARGETS
 
 PATHS = {t.name: t.path for t in TARGETS}

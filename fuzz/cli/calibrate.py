@@ -70,7 +70,7 @@ def rows(report: RunReport) -> list[Row]:
 
 
 def _bearing(target_name: str, output: str, version: str | None) -> tuple[str, ...]:
-    from fuzz.targets.known_bugs import KNOWN_BUGS
+    from fuzz.model.known_bugs import KNOWN_BUGS
     from fuzz.targets.registry import TARGETS
 
     path = next((t.path for t in TARGETS if t.name == target_name), None)

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from fuzz.case import Case
+from fuzz.model.case import Case
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.report import FailedTest
 from fuzz.run.result import CrashAttribution

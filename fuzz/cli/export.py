@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fuzz.case import Case
 from fuzz.cli.main import Parser
 from fuzz.export import issue, recording, script
+from fuzz.model.case import Case
 from fuzz.run import corpus
 
 

@@ -37,9 +37,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from fuzz.case import Case
 from fuzz.cli.gate_model import SIDES, STATUSES, Drift, Finding, Plan, Result, Row, Side
 from fuzz.judge.failures import normalized
+from fuzz.model.case import Case
 from fuzz.run import events
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.installation import Installation

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzz.case import Case
+from fuzz.model.case import Case
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.installation import Installation
 from fuzz.run.progress import events_file

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return BAD_INPUT
     module = importlib.import_module(COMMANDS[argv[0]][0])
-    from fuzz.case import CaseError
+    from fuzz.model.case import CaseError
     from fuzz.run.corpus import CorpusError
 
     try:

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 
 import torch
 
-from fuzz.case import Case
 from fuzz.cli.main import Parser
+from fuzz.model.case import Case
 from fuzz.run.harness import check
 from fuzz.run.result import CheckResult
 from fuzz.targets.base import Target

@@ -10,8 +10,8 @@ import argparse
 import json
 from dataclasses import asdict
 
-from fuzz.case import Case
 from fuzz.cli.main import Parser
+from fuzz.model.case import Case
 from fuzz.run import sanitize as engine
 from fuzz.run.sanitize import sanitize
 

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 
 from fuzz.cli.main import BAD_INPUT, Parser
 from fuzz.generate.profiles import PROFILES, budget_for
+from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run import warm
-from fuzz.targets.known_bugs import MASK_POLICIES
 
 
 def main(argv: list[str] | None = None) -> int:

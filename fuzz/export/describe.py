@@ -1,8 +1,8 @@
 """A case, a target's call, its release and its contract in words: the top of an exported script, an upstream issue."""
 from __future__ import annotations
 
-from fuzz.case import Case
-from fuzz.generate.materialize import GATE_REGIMES
+from fuzz.model.case import Case
+from fuzz.model.regimes import GATE_REGIMES
 from fuzz.run import corpus
 from fuzz.targets.base import Target
 from fuzz.targets.semantics import Semantics, semantics_for
@@ -97,7 +97,7 @@ def case_lines(case: Case) -> list[tuple[str, str]]:
     if case.warm_pool:
         lines.append(("warm-up", f"first an unjudged call on a pool {case.warm_pool} slots larger (same slots): a "
                                  "compile cache keyed without the pool capacity then serves the judged call"))
-    lines.append(("values", f"every tensor from seed {case.seed} (fuzz.generate.values: the same bits on any device)"))
+    lines.append(("values", f"every tensor from seed {case.seed} (fuzz.model.values: the same bits on any device)"))
     return lines
 
 

@@ -104,5 +104,5 @@ def literal(source: str) -> str:
 
 
 def path_of(name: str) -> str:
-    """The module's file relative to the checkout (or site-packages): fuzz/case.py, fuzz/__init__.py."""
+    """The module's file relative to the checkout (or site-packages): fuzz/model/case.py, fuzz/__init__.py."""
     return Path(_spec(name).origin).resolve().relative_to(ROOT).as_posix()

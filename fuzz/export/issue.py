@@ -15,10 +15,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fuzz.case import Case
 from fuzz.export import describe
 from fuzz.export.recording import Recording
 from fuzz.export.script import MARKER
+from fuzz.model.case import Case
 from fuzz.run import corpus
 from fuzz.run.environment import environment, markdown_table
 from fuzz.targets.base import Target
@@ -147,7 +147,7 @@ def _what_happens(status: int, output: str, entry: corpus.Entry | None, dist: st
 
 def _root_cause(entry: corpus.Entry | None) -> str:
     """The known bug the corpus entry names, where there is one: its root cause as read in the library."""
-    from fuzz.targets.known_bugs import BY_ID
+    from fuzz.model.known_bugs import BY_ID
 
     bug = BY_ID.get(entry.bug) if entry is not None and entry.bug else None
     return f"\n\n**Known root cause** ({bug.releases}): {bug.root_cause}" if bug else ""

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuzz.case import Case
 from fuzz.export import describe
 from fuzz.export.call import Call, Captured, tapping
 from fuzz.generate.materialize import materialize
+from fuzz.model.case import Case
 from fuzz.standins import FOR_ADAPTER
 from fuzz.targets.base import Target, Unavailable
 

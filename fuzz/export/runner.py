@@ -59,8 +59,8 @@ def main(case_text: str, target_name: str, adapter: str, override, sources: dict
     if device == "cpu":  # Triton kernels run on a CPU only interpreted, chosen before triton is imported
         os.environ.setdefault("TRITON_INTERPRET", "1")
     sys.meta_path.insert(0, EmbeddedModules(sources, os.path.basename(sys.argv[0] or "repro.py")))
-    from fuzz.case import Case
     from fuzz.export.call import tapping
+    from fuzz.model.case import Case
     from fuzz.run.environment import environment
     from fuzz.run.harness import check
     from fuzz.targets.base import Unavailable
@@ -114,7 +114,8 @@ def dump(case, device: str, path: str) -> None:
     target gets), saved together so the views keep their place in the allocation."""
     import torch
 
-    from fuzz.generate.materialize import Guarded, materialize
+    from fuzz.generate.materialize import materialize
+    from fuzz.model.guarded import Guarded
 
     tensors = {}
     for name, value in vars(materialize(case, device)).items():

@@ -18,8 +18,8 @@ import importlib.metadata
 import inspect
 import textwrap
 
-from fuzz.case import Case
 from fuzz.export import describe, embed, recording, runner
+from fuzz.model.case import Case
 from fuzz.run import corpus
 from fuzz.run.environment import environment
 from fuzz.targets.base import Target

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
-from fuzz.case import SEEDS, Case
 from fuzz.generate.profiles import Budget
 from fuzz.generate.strategies import bucket_plan, cases, draw_bucket
-from fuzz.targets.base import Support, Target
-from fuzz.targets.known_bugs import masked_reason
+from fuzz.model.case import SEEDS, Case
+from fuzz.model.known_bugs import masked_reason
+from fuzz.model.support import Support, TargetView
 
 STEPS = 8  # calls per example: enough for a warm-up, a stale call and the calls that shrink away
 OUTPUTS = ("per call", "none")  # output= per call as a fresh case draws it (one call in four None), or None always
@@ -99,7 +99,7 @@ class Pinned:
     """A target as the strategies see it (name, path, release, declared support, semantics, offset width), its
     support replaced in some fields."""
 
-    def __init__(self, target: Target, **fields):
+    def __init__(self, target: TargetView, **fields):
         self.target, self.name, self.fields = target, target.name, fields
 
     def declared(self, bugs: tuple = ()):
@@ -119,7 +119,7 @@ class Pinned:
         return self.target.release()
 
 
-def serving_ops(target: Target, bugs: tuple = ()) -> tuple[str, ...]:
+def serving_ops(target: TargetView, bugs: tuple = ()) -> tuple[str, ...]:
     """The operations a serving sequence calls on `target`: those it supports that no known bug masks."""
     return tuple(op for op in sorted(target.support.ops) if not masked_reason(bugs, op))
 
@@ -130,7 +130,7 @@ def serving_budget(budget: Budget) -> Budget:
 
 
 @st.composite
-def geometries(draw, target: Target, op: str, budget: Budget, bugs: tuple = ()) -> Geometry:
+def geometries(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = ()) -> Geometry:
     """A pool geometry inside the target's support: from the compile-bucket plan where the budget has one (GPU)."""
     sup = target.declared(bugs)
     pick = lambda options: draw(st.sampled_from(options))
@@ -138,13 +138,13 @@ def geometries(draw, target: Target, op: str, budget: Budget, bugs: tuple = ()) 
     return Geometry(bucket.H, bucket.HV, bucket.K, bucket.V, bucket.state_dtype, bucket.layout)
 
 
-def output_policies(target: Target, bugs: tuple = ()) -> st.SearchStrategy[str]:
+def output_policies(target: TargetView, bugs: tuple = ()) -> st.SearchStrategy[str]:
     """How a sequence passes output= (OUTPUTS): "none" only where the target takes output=None."""
     return st.sampled_from(OUTPUTS if target.declared(bugs).output_optional else OUTPUTS[:1])
 
 
 @st.composite
-def steps(draw, target: Target, geometry: Geometry, ops: tuple[str, ...], budget: Budget, bugs: tuple = (),
+def steps(draw, target: TargetView, geometry: Geometry, ops: tuple[str, ...], budget: Budget, bugs: tuple = (),
           previous: Case | None = None, outputs: str = OUTPUTS[0]) -> Step:
     """One call on a pool of this geometry: a fresh case of one of `ops` (the zero choice) or, every other call, a
     variation of the `previous` call's case; then whether the pool is reallocated first. Under the "none" output
@@ -224,7 +224,8 @@ def compile_changes(before: Case, after: Case) -> tuple[tuple[str, object, objec
                  if getattr(before, name) != getattr(after, name))
 
 
-def serving_machine(target: Target, budget: Budget, bugs: tuple, new_run: Callable) -> type[RuleBasedStateMachine]:
+def serving_machine(target: TargetView, budget: Budget, bugs: tuple,
+                    new_run: Callable) -> type[RuleBasedStateMachine]:
     """The state machine for one target. `new_run()` gives each example its runner (fuzz.run.serving.ServingRun):
     `step(Step)` runs and judges a call on the example's pool, raising the typed failure; `close()` ends it."""
     budget = serving_budget(budget)

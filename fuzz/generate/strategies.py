@@ -25,10 +25,11 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from fuzz.case import Case
 from fuzz.generate.profiles import Budget, stable_draws
-from fuzz.targets import dispatch
-from fuzz.targets.base import Support, Target
+from fuzz.model import dispatch
+from fuzz.model.case import Case
+from fuzz.model.footprint import peak_bytes
+from fuzz.model.support import Support, TargetView
 
 stable_draws()  # a seed names one case stream, whatever else the process imported
 
@@ -152,11 +153,10 @@ def large_case(op: str, bucket: Bucket, gap: int, past: int, budget: Budget) -> 
                 layout=bucket.layout, update=bucket.update)
 
 
-def large_buckets(target: Target, op: str, budget: Budget, bugs: tuple = ()) -> tuple[tuple[Bucket, ...], str | None]:
-    """The large plan's buckets whose largest case fits budget.large_bytes (fuzz.run.memory.peak_bytes, with the
+def large_buckets(target: TargetView, op: str, budget: Budget,
+                  bugs: tuple = ()) -> tuple[tuple[Bucket, ...], str | None]:
+    """The large plan's buckets whose largest case fits budget.large_bytes (fuzz.model.footprint.peak_bytes, with the
     guard below the pool), and, when some do not, why: one line for the targets table."""
-    from fuzz.run.memory import peak_bytes  # at call time: memory imports the generator
-
     sup, bits, limit = target.declared(bugs), target.offset_bits(), budget.large_bytes or 0
     fits, left = [], []
     for bucket in large_plan(target.name, op, sup, budget):
@@ -174,7 +174,7 @@ def large_buckets(target: Target, op: str, budget: Budget, bugs: tuple = ()) -> 
 
 
 @st.composite
-def cases(draw, target: Target, op: str, budget: Budget, bugs: tuple = (), large: bool = False) -> Case:
+def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), large: bool = False) -> Case:
     """A case for `op` on `target` inside what it declares, narrowed by the masks of the known bugs given. `large`:
     a pool whose requests' element offsets pass 2^31 or 2^32 (the int32 offset overflow class, signed or unsigned;
     target.offset_bits), a bucket of large_plan that fits the budget's memory (large_buckets), few requests."""
@@ -239,9 +239,9 @@ MAX_IDS = 4096  # slot ids one case draws at most (a slot per token past that: m
 
 
 @st.composite
-def straddle(draw, target: Target, bucket: Bucket, B: int, H: int, HV: int, sup: Support,
+def straddle(draw, target: TargetView, bucket: Bucket, B: int, H: int, HV: int, sup: Support,
              most: int = MAX_STRADDLE_B) -> int:
-    """B, or, for half the cases of a bucket with dispatch thresholds (fuzz.targets.dispatch), the batch just short
+    """B, or, for half the cases of a bucket with dispatch thresholds (fuzz.model.dispatch), the batch just short
     of or just past one of them (at most `most` requests), so a test crosses every threshold of its release early,
     not by luck. The zero choice keeps B: a minimal case sheds the crossing unless the failure needs it."""
     sms = dispatch.num_sms()

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import reference
-from fuzz.case import Case
-from fuzz.generate.materialize import Tensors
+from fuzz.model.case import Case
+from fuzz.model.tensors import Tensors
 from fuzz.targets.semantics import Semantics
 from reference import LogGates, Precision, RawGates, SparseResult
 

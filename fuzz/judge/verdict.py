@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 import torch
 
-from fuzz.case import DTYPE_NAMES, Case
-from fuzz.generate.materialize import Guarded, Tensors, has_pattern
 from fuzz.judge.failures import (
     GuardBreach,
     IntermediateMismatch,
@@ -20,6 +18,10 @@ from fuzz.judge.failures import (
 )
 from fuzz.judge.oracle import Expected
 from fuzz.judge.tolerance import tolerance
+from fuzz.model.case import DTYPE_NAMES, Case
+from fuzz.model.guarded import Guarded
+from fuzz.model.patterns import has_pattern
+from fuzz.model.tensors import Tensors
 from fuzz.targets.semantics import Semantics
 
 

@@ -5,7 +5,7 @@ Schema 1:
      "versions": "<PEP 440 specifier the expectation holds for, '' for all>",
      "expect": "pass" | "<failure class>", "issue": "<upstream reference>" | null,
      "description": "<one line>", "environment": {...} (optional: where it was found),
-     "bug": "<fuzz.targets.known_bugs id>" (optional: the record it replays; its versions lie inside the record's)}
+     "bug": "<fuzz.model.known_bugs id>" (optional: the record it replays; its versions lie inside the record's)}
 
 A finding never overwrites another: `save` picks a file name no entry has yet. The corpus ships inside the package
 (the wheel maps corpus/ to fuzz.corpus_data), so an installed gdn-fuzz replays it too.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from fuzz.case import Case, CaseError
 from fuzz.judge.failures import KINDS
+from fuzz.model.case import Case, CaseError
 from fuzz.run.result import Failure
 
 SCHEMA = 1
@@ -105,10 +105,10 @@ def load(path: Path) -> Entry:
     if family[target] != library:
         raise CorpusError(f"{path}: field 'library' is {library!r}, but target {target} is a {family[target]} target")
     bug = field("bug", str, optional=True)
-    from fuzz.targets.known_bugs import BY_ID
+    from fuzz.model.known_bugs import BY_ID
 
     if bug is not None and bug not in BY_ID:
-        raise CorpusError(f"{path}: field 'bug' is {bug!r}, no record in fuzz/targets/known_bugs.py")
+        raise CorpusError(f"{path}: field 'bug' is {bug!r}, no record in fuzz/model/known_bugs.py")
     return Entry(path, case, target, library, versions, expect, field("issue", str, optional=True),
                  field("description"), field("environment", dict, optional=True), bug)
 

@@ -11,11 +11,11 @@ from contextlib import contextmanager
 
 import torch
 
-from fuzz.case import Case
 from fuzz.generate.materialize import materialize
 from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidInput, normalized
 from fuzz.judge.oracle import expected
 from fuzz.judge.verdict import judge
+from fuzz.model.case import Case
 from fuzz.run.memory import exclusive_if_heavy
 from fuzz.run.result import CheckResult, Failure
 from fuzz.targets.api import AdapterError

@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 
 from fuzz.generate.profiles import PROFILES, TIME_BOXES, budget_for, database, register_profiles
+from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run import kernel_cache
 from fuzz.run.events import EventLog, path_for
 from fuzz.run.report import FailedTest, RunReport, merge_parts
 from fuzz.run.session import FuzzSession, Options, resumable
 from fuzz.run.worker import DEFAULT_TIMEOUT
-from fuzz.targets.known_bugs import MASK_POLICIES
 
 # The session the fuzz test bodies reach (fuzz.run.session.active_session): they take no pytest fixture, so that
 # HypoFuzz can run them outside pytest's hooks. The hooks themselves read the session from config.stash.
@@ -99,7 +99,7 @@ def pytest_addoption(parser):
     add("--gdn-no-shrink", action="store_true", default=False,
         help="report each distinct failure's first case, without shrinking (triage runs)")
     add("--gdn-masks", default="release", choices=MASK_POLICIES,
-        help="known-bug masks (fuzz/targets/known_bugs.py): 'release' masks the bugs known for the installed "
+        help="known-bug masks (fuzz/model/known_bugs.py): 'release' masks the bugs known for the installed "
              "release (default), 'all' every known bug (the upgrade gate), 'none' none (hunting)")
     add("--gdn-unmask", action="store_const", const="none", dest="gdn_masks", help="the same as --gdn-masks=none")
     add("--gdn-db", default=None, metavar="DIR|redis://HOST:PORT",

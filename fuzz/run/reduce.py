@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from fuzz.case import Case, CaseError
-from fuzz.generate.materialize import named_slots
+from fuzz.model.case import Case, CaseError
+from fuzz.model.tensors import named_slots
 
 
 def reduce(case: Case, fails_the_same: Callable[[Case], bool], go_on: Callable[[], bool]) -> tuple[Case, int]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fuzz.case import Case
+from fuzz.model.case import Case
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.result import CheckResult, CrashAttribution, Failure
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
-from fuzz.case import Case
 from fuzz.judge.failures import KINDS, GdnFailure, keyed
 from fuzz.judge.verdict import Comparison
+from fuzz.model.case import Case
 from fuzz.run.failure_key import FailureKey
 
 

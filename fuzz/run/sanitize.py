@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from fuzz.case import Case
+from fuzz.model.case import Case
 
 MARK, OUTCOME, DONE = "@@gdn-case", "@@gdn-outcome", "@@gdn-done"
 ERROR_LINE = re.compile(r"^=+ (Invalid|Address|Program hit|Malloc|Out-of-range|Misaligned|Cuda API|Barrier)")

@@ -48,8 +48,7 @@ import torch
 from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
 
-from fuzz.case import DTYPE_NAMES
-from fuzz.generate.materialize import GUARD_SLOTS, Guarded, Tensors, bits, materialize
+from fuzz.generate.materialize import materialize
 from fuzz.generate.serving import Step, compile_changes
 from fuzz.judge.failures import (
     GdnFailure,
@@ -63,6 +62,10 @@ from fuzz.judge.failures import (
 )
 from fuzz.judge.oracle import expected
 from fuzz.judge.verdict import judge
+from fuzz.model.case import DTYPE_NAMES
+from fuzz.model.guarded import GUARD_SLOTS, Guarded
+from fuzz.model.patterns import bits
+from fuzz.model.tensors import Tensors
 from fuzz.run.harness import _Check, _notes, dispatch_bucket, failure_bucket, library_error
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.worker import DEFAULT_TIMEOUT, Worker, current_overrides

@@ -32,9 +32,10 @@ from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
 
-from fuzz.case import Case
 from fuzz.generate.profiles import Budget, sized
 from fuzz.generate.strategies import cases, large_buckets
+from fuzz.model.case import Case
+from fuzz.model.known_bugs import masked_reason
 from fuzz.run.events import EventLog
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.harness import check
@@ -45,7 +46,6 @@ from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure, failures_in
 from fuzz.run.worker import DEFAULT_TIMEOUT, attributed, check_isolated, worker_for
 from fuzz.targets.base import Target
-from fuzz.targets.known_bugs import masked_reason
 from fuzz.targets.unsupported import UnsupportedHere
 
 CACHE_SIZE = 20_000  # results kept per session (a coordinate and a small result each)
@@ -65,7 +65,7 @@ class Options:
     shrink_seconds: float = 120.0  # how long a round may check new cases after its first failure
     examples: int | None = None  # examples per fuzz test (None: the profile's max_examples)
     shrink: bool = True
-    masks: str = "release"  # known-bug mask policy (fuzz.targets.known_bugs.MASK_POLICIES)
+    masks: str = "release"  # known-bug mask policy (fuzz.model.known_bugs.MASK_POLICIES)
     live_log: Path | None = None  # every failing example appended as one JSON line, as it happens
     seed: int | None = None  # --hypothesis-seed: the rounds' seeds derive from it
     resume: Path | None = None  # an earlier run's live log, whose cut-off shrinks each test finishes first

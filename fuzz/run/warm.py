@@ -2,7 +2,7 @@
 (fuzz.cli.warm).
 
 A GPU run spends its examples inside the compile buckets of a fixed plan (fuzz.generate.strategies.bucket_plan). A
-bucket is still several compiled kernels: the library picks a tile by B * HV (fuzz.targets.dispatch and the kernels'
+bucket is still several compiled kernels: the library picks a tile by B * HV (fuzz.model.dispatch and the kernels'
 own tile tables), so one bucket compiles once per batch band. `warm` runs, for every available target, operation and
 planned bucket, one case per batch on a ladder that crosses those bands (plan_batches), in `--jobs` isolated worker
 processes at once (each compiles in a FlashInfer workspace of its own and publishes to the shared one:
@@ -24,19 +24,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fuzz.case import Case
 from fuzz.generate.profiles import Budget
 from fuzz.generate.strategies import MAX_STRADDLE_B, Bucket, bucket_plan
-from fuzz.targets import dispatch
+from fuzz.model import dispatch
+from fuzz.model.case import Case
 
 MANIFEST = "gdn-warm.json"
 # B * HV bands where kernels pick another tile without changing kernel (FlashInfer 0.7.4 gdn_decode_mtp.py
 # get_mtp_config: 64 / 128 / 448 / 1024 work units; gdn_decode_bf16_state.py: 128, 512, 1024, and the grid's waves
 # over the SMs, plan_batches)
 WORK_BANDS = (64, 128, 448, 512, 1024)
-WARM_BYTES = 8 << 30  # the largest case warmed (fuzz.run.memory.peak_bytes): past a thousand requests with a slot per
-# token a case takes tens of GiB and is rare in a run (one that is drawn compiles then); below, the heavy verify cases
-# of the dispatch straddles, which on the H200 took most of the verify tests' time when left cold (2026-12-03, call 2)
+# The largest case warmed (fuzz.model.footprint.peak_bytes): past a thousand requests with a slot per token a case
+# takes tens of GiB and is rare in a run (one that is drawn compiles then); below, the heavy verify cases of the
+# dispatch straddles, which on the H200 took most of the verify tests' time when left cold (2026-12-03, call 2)
+WARM_BYTES = 8 << 30
 
 
 def plan_batches(target, bucket: Bucket, budget: Budget, sup) -> tuple[int, ...]:
@@ -96,7 +97,7 @@ class Unit:
 
 def plan_digest(target, op: str, budget: Budget, masks: str) -> str:
     """What identifies a warmed plan: the target's release and the planned buckets."""
-    from fuzz.targets.known_bugs import known_bugs
+    from fuzz.model.known_bugs import known_bugs
 
     bugs = known_bugs(target.path, target.release(), masks)
     text = repr((target.release(), bucket_plan(target.name, op, target.declared(bugs), budget)))
@@ -106,9 +107,9 @@ def plan_digest(target, op: str, budget: Budget, masks: str) -> str:
 def units_for(targets, budget: Budget, masks: str) -> tuple[list[Unit], dict[str, str]]:
     """Every planned bucket of the available targets (their known-bug masks applied by `masks`); and the targets left
     out, with why."""
-    from fuzz.case import CaseError
-    from fuzz.run.memory import peak_bytes
-    from fuzz.targets.known_bugs import known_bugs, masked_reason
+    from fuzz.model.case import CaseError
+    from fuzz.model.footprint import peak_bytes
+    from fuzz.model.known_bugs import known_bugs, masked_reason
 
     units, skipped = [], {}
     for target in targets:

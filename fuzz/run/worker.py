@@ -47,8 +47,8 @@ import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from fuzz.case import Case
 from fuzz.judge.failures import KernelCrash, KernelHang, normalized
+from fuzz.model.case import Case
 from fuzz.run import kernel_cache
 from fuzz.run.harness import PHASES, dispatch_bucket, failure_bucket
 from fuzz.run.result import CheckResult, CrashAttribution, Failure, in_phase

@@ -37,7 +37,7 @@ class Contract:
         return path == self.path and Version(version) in SpecifierSet(self.versions)
 
     def applied(self, sup, runs_on: str | None = None):
-        """`sup` (a fuzz.targets.base.Support) inside this contract: head dims and state dtypes intersected (set
+        """`sup` (a fuzz.model.support.Support) inside this contract: head dims and state dtypes intersected (set
         where the Support leaves them to the profile), max_T lowered, arch the release's (none on a CPU stand-in)."""
         if self.head_dims is not None:
             sup = dataclasses.replace(sup, head_dims=self.head_dims) if sup.head_dims is None else \

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from fuzz.case import Case
-from fuzz.generate.materialize import Tensors
-from fuzz.targets.base import Family, Support, import_or_unavailable, installed_version
+from fuzz.model.case import Case
+from fuzz.model.support import Support
+from fuzz.model.tensors import Tensors
+from fuzz.targets.base import Family, import_or_unavailable, installed_version
 from fuzz.targets.triton_common import TritonTarget
 
 

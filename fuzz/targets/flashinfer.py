@@ -30,11 +30,12 @@ import torch
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from fuzz.case import Case
-from fuzz.generate.materialize import Tensors
-from fuzz.targets import dispatch
+from fuzz.model import dispatch
+from fuzz.model.case import Case
+from fuzz.model.support import Support
+from fuzz.model.tensors import Tensors
 from fuzz.targets.api import AdapterError, accepts, keywords, lacks, no_keyword, where
-from fuzz.targets.base import Family, Support, Target, Unavailable, import_or_unavailable, installed_version
+from fuzz.targets.base import Family, Target, Unavailable, import_or_unavailable, installed_version
 from fuzz.targets.flashinfer_contract import CONTRACTS, HEAD_128, PREFILL_ARCH, SM90_PLUS
 
 HINT = "pip install 'gdn-fuzz[flashinfer]'"
@@ -200,7 +201,7 @@ class FlashInferTarget(Target):
         return Plan(narrowing=narrow)
 
     def variant(self, case: Case) -> str | None:
-        """The kernel the release dispatches the case to, by the kernel-level thresholds of fuzz.targets.dispatch
+        """The kernel the release dispatches the case to, by the kernel-level thresholds of fuzz.model.dispatch
         (bf16 state 0.6.11+: ILP4 or wide_vec by B*HV; fp32 MTP: inline or warp-specialized; K-major: small or big
         batch; SM90 prefill: context-parallel or chunked): one bug in one kernel stays apart from another in the
         other."""

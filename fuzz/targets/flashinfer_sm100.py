@@ -26,9 +26,10 @@ import os
 
 import torch
 
-from fuzz.case import Case
-from fuzz.generate.materialize import Tensors
-from fuzz.targets.base import Support, Unavailable, import_or_unavailable
+from fuzz.model.case import Case
+from fuzz.model.support import Support
+from fuzz.model.tensors import Tensors
+from fuzz.targets.base import Unavailable, import_or_unavailable
 from fuzz.targets.flashinfer import HINT, FlashInferTarget
 from fuzz.targets.flashinfer_contract import CAKE_ARCH, HEAD_128, REPLAYSSM_ARCH
 

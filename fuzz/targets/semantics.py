@@ -3,7 +3,7 @@
 Kernels legitimately disagree on these; a disagreement is a row here, never tolerance slack.
 Rows are keyed by target path and the library versions they hold for, so the suite can run
 against other releases (the installed version picks the row; the first matching row wins, newest first).
-Confirmed bugs are not contracts: they live in fuzz.targets.known_bugs.
+Confirmed bugs are not contracts: they live in fuzz.model.known_bugs.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from fuzz.case import TORCH_DTYPES
+from fuzz.model.case import TORCH_DTYPES
 from reference.contracts import PadContract, Precision
 
 

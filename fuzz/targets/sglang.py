@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import torch
 
-from fuzz.case import Case
-from fuzz.generate.materialize import Tensors
-from fuzz.targets.base import Family, Support, Unavailable
+from fuzz.model.case import Case
+from fuzz.model.support import Support
+from fuzz.model.tensors import Tensors
+from fuzz.targets.base import Family, Unavailable
 from fuzz.targets.triton_common import TritonTarget
 
 PACKED = "fused_recurrent_gated_delta_rule_packed_decode"

@@ -2,13 +2,13 @@
 record says (`KnownBug.shows`, over "Kind: cause"), and the record's mask would have kept the case from being drawn
 (a record that masks nothing, no field and no operation, explains by its pattern alone; so does a compile key left
 short, KnownBug.stale_key: the call its mask keeps out compiled the kernel earlier, in this test or another).
-A finding no record explains is new: it needs a root cause and a record (fuzz.targets.known_bugs)."""
+A finding no record explains is new: it needs a root cause and a record (fuzz.model.known_bugs)."""
 from __future__ import annotations
 
 import re
 
-from fuzz.case import Case
-from fuzz.targets.known_bugs import KNOWN_BUGS, KnownBug
+from fuzz.model.case import Case
+from fuzz.model.known_bugs import KNOWN_BUGS, KnownBug
 
 # Support field (as a mask narrows it) -> whether the case uses a choice the narrowed value leaves out
 _OUTSIDE = {

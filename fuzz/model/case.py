@@ -1,6 +1,6 @@
 """The Case: one frozen value that fully describes a differential case.
 
-Everything a target call needs is either a field here or built from `seed` (fuzz.generate.values: tensors made on
+Everything a target call needs is either a field here or built from `seed` (fuzz.model.values: tensors made on
 the device from the seed, the same bits on every device; never element by element through Hypothesis).
 `repr(case)` is a one-line coordinate that `Case.parse` turns back into the same Case, so a failure message is a
 reproduction.
@@ -26,13 +26,14 @@ DTYPES = ("fp32", "bf16", "fp16")
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 INDEX_DTYPES = ("i32", "i64")
+TORCH_INDEX_DTYPES = {"i32": torch.int32, "i64": torch.int64}
 LAYOUTS = ("vk", "kv")
-# The gate regimes a case may name; fuzz.generate.materialize.GATE_REGIMES gives each its parameters. "mixed": a regime
-# per value head.
+# The gate regimes a case may name; fuzz.model.regimes.GATE_REGIMES gives each its parameters. "mixed": a regime per
+# value head.
 GATE_NAMES = ("mild", "nodecay", "forget", "threshold", "saturated", "negsat")
 GATES = (*GATE_NAMES, "mixed")
 NULLS = (-1, 0)
-SEEDS = 2**32  # fuzz.generate.values keeps 32 bits of a seed: a larger one would name the same tensors
+SEEDS = 2**32  # fuzz.model.values keeps 32 bits of a seed: a larger one would name the same tensors
 
 
 class CaseError(ValueError):
