@@ -372,7 +372,7 @@ def test_the_wheel_ships_every_package_and_the_corpus(wheel, installed, tmp_path
 def test_the_wheel_declares_the_pytest_plugin_entry_point(wheel):
     [entry_points] = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "[pytest11]\ngdn_fuzz = fuzz.run.plugin\n" in text, text
+    assert "[pytest11]\ngdn_fuzz = fuzz.suite.plugin\n" in text, text
 
 
 def test_installed_the_plugin_loads_once_and_runs_the_fuzz_suites(installed, tmp_path):
@@ -398,10 +398,10 @@ def test_the_plugin_is_dormant_in_a_run_that_collects_nothing_of_ours(tmp_path):
         [sys.executable, "-m", "pytest", "-p", "_hypothesis_pytestplugin", *plugin, "--hypothesis-profile=theirs",
          "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})  # the same plugins
-        for plugin in ((), ("-p", "fuzz.run.plugin"))}                                         # installed or not
+        for plugin in ((), ("-p", "fuzz.suite.plugin"))}                                         # installed or not
     for proc in runs.values():
         assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    mine = runs["-p", "fuzz.run.plugin"].stdout
+    mine = runs["-p", "fuzz.suite.plugin"].stdout
     assert "gdn-fuzz" not in mine and len(mine.splitlines()) == len(runs[()].stdout.splitlines()), mine
 
 

@@ -277,7 +277,7 @@ def test_script_carries_the_fuzzers_modules_verbatim_and_only_those_its_target_n
               "fuzz.targets.semantics", "fuzz.targets.known_bugs", "reference", "reference.batched",
               "fuzz.judge.failures", "fuzz.judge.oracle", "fuzz.judge.tolerance", "fuzz.judge.verdict",
               "fuzz.run.harness", "fuzz.run.result", "fuzz.run.environment"}
-    never = {"fuzz.targets.registry", "fuzz.generate.strategies", "fuzz.run.session", "fuzz.export.script"}
+    never = {"fuzz.targets.registry", "fuzz.generate.strategies", "fuzz.suite.session", "fuzz.export.script"}
     adapters = {"fuzz.targets.fla", "fuzz.targets.sglang", "fuzz.targets.sglang_loader", "fuzz.targets.flashinfer",
                 "fuzz.targets.flashinfer_sm100", "fuzz.standins.flashinfer_cpu", "fuzz.standins.flashinfer_sm100_cpu"}
     wanted = {"fla-recurrent": {"fuzz.targets.fla"},

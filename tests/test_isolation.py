@@ -22,11 +22,12 @@ from fuzz.cli import campaign_tables
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
 from fuzz.judge.failures import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
-from fuzz.run import session as fuzz_session
 from fuzz.run import worker
 from fuzz.run.harness import verify as check
 from fuzz.run.report import FailureRecord
 from fuzz.run.result import CrashAttribution, Failure
+from fuzz.suite import session as fuzz_session
+from fuzz.suite.rounds import TestRun
 from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
 
 BY_NAME = {t.name: t for t in TARGETS}
@@ -189,7 +190,7 @@ def reported(failure: Failure, monkeypatch) -> tuple[FailureRecord, list]:
     monkeypatch.setattr(FreshWorkers, "made", [])
     monkeypatch.setattr(worker, "Worker", FreshWorkers)
     fuzz = fuzz_session.FuzzSession("ci", BUDGETS["ci"], fuzz_session.Options(isolate=True, timeout=TIMEOUT))
-    fuzz._reported(fuzz_session.TestRun("test_verify", MTP, "verify", time.monotonic(), None), failure)
+    fuzz._reported(TestRun("test_verify", MTP, "verify", time.monotonic(), None), failure)
     [record] = fuzz.report.failures
     return record, FreshWorkers.made
 

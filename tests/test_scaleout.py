@@ -21,9 +21,10 @@ import torch
 
 from fuzz.case import Case
 from fuzz.generate.materialize import GUARD_SLOTS
-from fuzz.run import memory, plugin
+from fuzz.run import memory
 from fuzz.run.harness import check
 from fuzz.standins.flashinfer_cpu import FlashInferCPU
+from fuzz.suite import plugin
 from fuzz.targets.registry import TARGETS, set_overrides
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ N-th test. The workers share the example database, where HypoFuzz keeps its corp
 the keys a plain pytest run replays first: a failure found here fails `pytest PYTEST_ARGS` on its first example.
 A worker that dies is restarted (a crash outside --gdn-isolate); one whose tests have all failed stops.
 
-The tests run as their plain Hypothesis body (fuzz.run.session: no rounds, no time box; every case checked, so
+The tests run as their plain Hypothesis body (fuzz.suite.session: no rounds, no time box; every case checked, so
 coverage is stable). Under --gdn-isolate HypoFuzz sees the coverage of the test body and the strategies, not of the
 check itself, which runs in the isolated worker; its behaviours then come from the check's events and the
 error-to-bound ratio (hypothesis.target). A still-failing stored failure stops its test at once (HypoFuzz fuzzes a
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
     if not nodeids:
         print(f"gdn-fuzz hypofuzz: no fuzz test to run with pytest arguments {pytest_args}", file=sys.stderr)
         return 2
-    from fuzz.run.plugin import visible_gpus
+    from fuzz.suite.plugin import visible_gpus
 
     gpus = visible_gpus()
     workers = args.workers or max(len(gpus), 1)
