@@ -17,8 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("reference", "fuzz.case", "fuzz.generate", "fuzz.targets", "fuzz.standins", "fuzz.judge", "fuzz.run",
-          "fuzz.export", "fuzz.cli")
+STAGES = ("reference", "fuzz.model", "fuzz.case", "fuzz.generate", "fuzz.targets", "fuzz.standins", "fuzz.judge",
+          "fuzz.run", "fuzz.export", "fuzz.suite", "fuzz.cli")
 BEGIN, END = "<!-- import graph: python scripts/import_graph.py -->", "<!-- end of import graph -->"
 
 

@@ -18,7 +18,7 @@ from fuzz.case import Case, CaseError
 from fuzz.generate.profiles import BUDGETS, GPU_RESERVE
 from fuzz.generate.strategies import cases
 from fuzz.targets.known_bugs import MASK_POLICIES
-from fuzz.targets.registry import TARGETS, set_overrides
+from fuzz.targets.registry import TARGETS, overridden
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "decode-B2-T1-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed7-slots[3,-1]"
@@ -300,9 +300,8 @@ def test_structural_choices_stay_valid_cases(coordinate):
 # --- strategies never draw a Case the validation refuses ----------------------------------------------------------
 @pytest.fixture(scope="module", autouse=True)
 def cpu_flashinfer():
-    set_overrides({"flashinfer": "fuzz.standins.flashinfer_cpu"})
-    yield
-    set_overrides({})
+    with overridden({"flashinfer": "fuzz.standins.flashinfer_cpu"}):
+        yield
 
 
 # The h200 profile's large tests as an H200 resolves the budget (139 GiB free, GPU_RESERVE kept back): every target

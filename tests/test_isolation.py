@@ -28,7 +28,7 @@ from fuzz.run.report import FailureRecord
 from fuzz.run.result import CrashAttribution, Failure
 from fuzz.suite import session as fuzz_session
 from fuzz.suite.rounds import TestRun
-from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
+from fuzz.targets.registry import FAMILIES, TARGETS, overridden
 
 BY_NAME = {t.name: t for t in TARGETS}
 PRETRANSPOSE, MTP = BY_NAME["flashinfer-pretranspose-fp32"], BY_NAME["flashinfer-mtp-fp32"]
@@ -55,11 +55,10 @@ def notes(error) -> str:
 def isolated():
     """The session-cached CPU worker for the crashing stand-in (the parent process imports it too)."""
     before = {name: f.override for name, f in FAMILIES.items() if f.override}
-    set_overrides({**before, "flashinfer": "tests.crashing_standin"})
-    w = worker.worker_for("cpu", TIMEOUT)
-    yield w
-    w.stop()
-    set_overrides(before)
+    with overridden({**before, "flashinfer": "tests.crashing_standin"}):
+        w = worker.worker_for("cpu", TIMEOUT)
+        yield w
+        w.stop()
 
 
 def test_failure_classes_registered():

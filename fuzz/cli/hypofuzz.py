@@ -229,15 +229,28 @@ def _work(nodeids: list[str], pytest_args: list[str]) -> int:
                 raise EveryTestFailed
             return targets
 
+    from fuzz.targets.registry import overridden, parse_overrides
+
     detection._in_hypofuzz_run = True  # what `hypothesis fuzz` sets: tests may ask hypofuzz.detection
     worker = Worker(pytest_args=pytest_args, shared_state={
         "hub_state": {"nodeids": set(nodeids)},
         "worker_state": {"nodeids": {}, "current_lifetime": 0.0, "expected_lifetime": 0.0, "valid_nodeids": []}})
+    # HypoFuzz runs the tests after its pytest collection has ended, when the plugin has put the families back: the
+    # worker holds the run's --gdn-target overrides for as long as it fuzzes.
+    known, _ = _targets_parser().parse_known_args(pytest_args)
     try:
-        worker.start()  # loops until one of these
+        with overridden(parse_overrides(known.gdn_target)):
+            worker.start()  # loops until one of these
     except (EveryTestFailed, KeyboardInterrupt):
         pass
     return 0
+
+
+def _targets_parser() -> argparse.ArgumentParser:
+    """The --gdn-target options among pytest's arguments (the plugin refused bad ones when the hub collected)."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p.add_argument("--gdn-target", action="append", default=[])
+    return p
 
 
 class EveryTestFailed(Exception):

@@ -23,6 +23,7 @@ import json
 import os
 import sys
 from collections import Counter, defaultdict
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,13 +198,15 @@ def pytest_configure(config):
         cache = kernel_cache.configure(config.getoption("gdn_kernel_cache"))  # before any target loads its library
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
-    from fuzz.targets.registry import FAMILIES, parse_overrides, set_overrides  # after TRITON_INTERPRET is settled
+    from fuzz.targets.registry import FAMILIES, overridden, parse_overrides  # after TRITON_INTERPRET is settled
 
     try:
         overrides = parse_overrides(config.getoption("gdn_target"))
-        set_overrides(overrides)
+        restore = ExitStack()  # the families go back to what they were when the run ends (pytest_unconfigure)
+        restore.enter_context(overridden(overrides))
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
+    config.add_cleanup(restore.close)
     for family in overrides:
         try:
             FAMILIES[family].api()
