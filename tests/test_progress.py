@@ -144,3 +144,43 @@ def test_without_a_terminal_a_running_test_gets_a_line_of_its_own(tmp_path, runn
     stream.seek(0)
     Progress([watch], stream).update()
     assert stream.getvalue() == f"baseline [1/3 0:00] FAILED {LONG}: 12 examples, 2 distinct failures\n"
+
+
+class FuzzTarget:
+    """What a HypoFuzz worker's Reporter sees of a HypoFuzz FuzzTarget: its node id, run_one and whether it failed."""
+
+    def __init__(self, nodeid: str, fails_at: int | None = None):
+        self.nodeid, self.fails_at, self.runs = nodeid, fails_at, 0
+
+    def run_one(self) -> None:
+        self.runs += 1
+
+    @property
+    def has_found_failure(self) -> bool:
+        return self.fails_at is not None and self.runs >= self.fails_at
+
+
+def test_a_hypofuzz_worker_reports_each_test_it_fuzzes_as_hypofuzz_switches_to_it(tmp_path, running, monkeypatch):
+    """HypoFuzz's workers printed no progress: its loop runs the tests outside pytest's, so no test started, counted
+    or finished (README said so). Each worker now writes its own events, which the launcher shows as a campaign's."""
+    from fuzz.cli.hypofuzz import Reporter
+
+    monkeypatch.setattr(events, "COUNT_INTERVAL", 0.0)
+    watch = Watch.of("worker 0", tmp_path)
+    watch.begin(running)
+    reporter = Reporter(EventLog(watch.events), tests=2)
+    passing, failing = FuzzTarget(f"{DECODE}[sglang-recurrent]"), FuzzTarget(LONG, fails_at=3)
+    for target in (passing, failing, passing):  # HypoFuzz switches back and forth, batch by batch
+        reporter.follow(target)
+        for _ in range(5):
+            target.run_one()
+    assert (passing.runs, failing.runs) == (10, 5)
+    [(finished, done)] = watch.poll()
+    assert (finished.test, finished.outcome, finished.examples, finished.failures, done) == (LONG, "FAILED", 3, 1, 1)
+    assert (watch.total, list(watch.running), watch.running[passing.nodeid].examples) == (2, [passing.nodeid], 10)
+    stream = io.StringIO()
+    monkeypatch.setattr(progress, "PLAIN_EVERY", 0.0)
+    Progress([watch], stream).update()
+    [line] = stream.getvalue().splitlines()
+    assert re.fullmatch(r"worker 0 \[1/2 0:00\] running test_decode\[sglang-recurrent\]: 10 examples(, [\d.]+/s)?",
+                        line), line

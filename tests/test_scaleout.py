@@ -317,6 +317,8 @@ def test_hypofuzz_campaign_finds_the_planted_bug_and_pytest_replays_it(tmp_path)
     assert found, proc.stdout[-3000:]
     minimal = Case.parse(found[0])
     assert (minimal.B, minimal.padded, minimal.pool) == (1, (True,), 1), found  # its minimal case (test_mutants.py)
+    assert re.search(rf"^worker 0 \[1/1 \d+:\d\d\] FAILED fuzz/test_decode\.py::test_decode\[{PRETRANSPOSE}\]: "
+                     r"\d+ examples, 1 distinct failure$", proc.stdout, re.M), proc.stdout[-3000:]  # its progress
     replay = tmp_path / "replay.json"
     proc = run(["-m", "pytest", *args, "--gdn-examples=1", f"--gdn-report={replay}"])
     assert proc.returncode == 1, proc.stdout[-3000:]

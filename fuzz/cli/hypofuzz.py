@@ -18,6 +18,13 @@ check itself, which runs in the isolated worker; its behaviours then come from t
 error-to-bound ratio (hypothesis.target). A still-failing stored failure stops its test at once (HypoFuzz fuzzes a
 test until its first failure): mask or fix it to fuzz on.
 
+While it runs, the progress of `gdn-fuzz campaign` and `gdn-fuzz gate` (fuzz.run.progress), one run per worker:
+each worker writes progress events (fuzz.run.events) of its own, outside pytest, since HypoFuzz's loop switches among
+its tests batch by batch and no test starts or finishes as pytest knows it: a test starts when HypoFuzz first picks it,
+counts the inputs it ran (at most once a second), and finishes FAILED when it stored a failure (HypoFuzz fuzzes it no
+further). On a terminal a table redrawn in place; otherwise a line per finished test and one every 30 s per test in
+flight, with its inputs and inputs per second.
+
 At the end, a table per test: inputs this campaign ran, shrunk failures stored. Exit 1 when a failure is stored, 5
 when a test got no input (it was not fuzzed: listed as NOT FUZZED), else 0.
 """
@@ -29,8 +36,13 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
+
+from fuzz.run.events import EventLog
+from fuzz.run.progress import Progress, Watch
 
 STOP_GRACE = 10.0  # seconds a worker gets to flush its database writes after SIGINT
 RESTARTS = 3  # per worker, after it died
@@ -41,7 +53,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv[:split])
     pytest_args = argv[split + 1:]
     if args.worker:
-        return _work(args.worker, pytest_args)
+        return _work(args.worker, pytest_args, args.events)
     try:
         from hypofuzz.collection import collect_tests
     except ImportError as e:
@@ -70,7 +82,8 @@ def main(argv: list[str]) -> int:
     started = time.time()
     dashboard = _start_dashboard(args.port, pytest_args) if args.dashboard else None
     try:
-        _run_workers(shares, gpus, pytest_args, args.seconds)
+        with tempfile.TemporaryDirectory(prefix="gdn-hypofuzz-") as out:
+            _run_workers(shares, gpus, pytest_args, args.seconds, Path(out))
     finally:
         if dashboard is not None:
             _stop([dashboard], signal.SIGTERM)  # it keeps nothing; SIGTERM ends its server quietly
@@ -86,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dashboard", action="store_true", help="serve HypoFuzz's dashboard while fuzzing")
     p.add_argument("--port", type=int, default=9999, help="the dashboard's port (default 9999)")
     p.add_argument("--worker", nargs="+", metavar="NODEID", help=argparse.SUPPRESS)  # one worker process's tests
+    p.add_argument("--events", type=Path, help=argparse.SUPPRESS)  # where that worker writes its progress events
     return p
 
 
@@ -103,26 +117,33 @@ def _hypothesis_compat() -> None:
 
 
 # ---- the launcher -------------------------------------------------------------------------------------------------
-def _spawn(nodeids: list[str], gpu: str | None, pytest_args: list[str]) -> subprocess.Popen:
+def _spawn(nodeids: list[str], gpu: str | None, pytest_args: list[str], events: Path) -> subprocess.Popen:
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
-    return subprocess.Popen([sys.executable, "-m", "fuzz.cli.hypofuzz", "--worker", *nodeids, "--", *pytest_args],
-                            env=env, start_new_session=True)
+    return subprocess.Popen([sys.executable, "-m", "fuzz.cli.hypofuzz", "--worker", *nodeids, "--events", str(events),
+                             "--", *pytest_args], env=env, start_new_session=True)
 
 
-def _run_workers(shares: list[list[str]], gpus: list[str], pytest_args: list[str], seconds: float | None) -> None:
+def _run_workers(shares: list[list[str]], gpus: list[str], pytest_args: list[str], seconds: float | None,
+                 out: Path) -> None:
+    """Run the workers until they are done, `seconds` pass or Ctrl-C, showing each one's progress from its events."""
     gpu = [gpus[i % len(gpus)] if gpus else None for i in range(len(shares))]
-    procs = [_spawn(share, gpu[i], pytest_args) for i, share in enumerate(shares)]
+    watches = [Watch.of(f"worker {i}", out) for i in range(len(shares))]
+    procs = [_spawn(share, gpu[i], pytest_args, watches[i].events) for i, share in enumerate(shares)]
+    for watch, proc in zip(watches, procs, strict=True):
+        watch.begin(proc)
     restarts = [0] * len(procs)
     deadline = None if seconds is None else time.monotonic() + seconds
     try:
-        while any(p.poll() is None for p in procs) and (deadline is None or time.monotonic() < deadline):
-            time.sleep(0.5)
-            for i, p in enumerate(procs):
-                if p.poll() not in (None, 0) and restarts[i] < RESTARTS:
-                    restarts[i] += 1
-                    print(f"worker {i} died (status {p.returncode}; --gdn-isolate makes a crash a KernelCrash "
-                          f"finding): restart {restarts[i]} of {RESTARTS}", file=sys.stderr)
-                    procs[i] = _spawn(shares[i], gpu[i], pytest_args)
+        with Progress(watches) as progress:
+            while any(p.poll() is None for p in procs) and (deadline is None or time.monotonic() < deadline):
+                progress.update()
+                time.sleep(0.5)
+                for i, p in enumerate(procs):
+                    if p.poll() not in (None, 0) and restarts[i] < RESTARTS:
+                        restarts[i] += 1
+                        print(f"worker {i} died (status {p.returncode}; --gdn-isolate makes a crash a KernelCrash "
+                              f"finding): restart {restarts[i]} of {RESTARTS}", file=sys.stderr)
+                        procs[i] = watches[i].proc = _spawn(shares[i], gpu[i], pytest_args, watches[i].events)
     except KeyboardInterrupt:
         pass
     finally:
@@ -214,11 +235,15 @@ def _message(traceback: str) -> str:
 
 
 # ---- one worker process -------------------------------------------------------------------------------------------
-def _work(nodeids: list[str], pytest_args: list[str]) -> int:
+def _work(nodeids: list[str], pytest_args: list[str], events: Path | None) -> int:
     """HypoFuzz's FuzzWorker on these tests, in this process, until interrupted or every test has failed."""
     _hypothesis_compat()
     from hypofuzz import detection
     from hypofuzz.hypofuzz import FuzzWorker
+
+    from fuzz.targets.registry import overridden, parse_overrides
+
+    reporter = None if events is None else Reporter(EventLog(events), len(nodeids))
 
     class Worker(FuzzWorker):
         @property
@@ -229,7 +254,10 @@ def _work(nodeids: list[str], pytest_args: list[str]) -> int:
                 raise EveryTestFailed
             return targets
 
-    from fuzz.targets.registry import overridden, parse_overrides
+        def _switch_to_target(self, target) -> None:
+            super()._switch_to_target(target)
+            if reporter is not None:
+                reporter.follow(target)
 
     detection._in_hypofuzz_run = True  # what `hypothesis fuzz` sets: tests may ask hypofuzz.detection
     worker = Worker(pytest_args=pytest_args, shared_state={
@@ -251,6 +279,46 @@ def _targets_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     p.add_argument("--gdn-target", action="append", default=[])
     return p
+
+
+class Reporter:
+    """A worker's progress events: HypoFuzz runs the tests from its own loop, not pytest's, so the plugin's start and
+    finish hooks never fire there. A test starts when the worker first switches to it; each input it runs (one
+    `run_one`, with the shrinking of a failure it found) counts; it finishes FAILED once it has a failure, which ends
+    its fuzzing."""
+
+    def __init__(self, log: EventLog, tests: int):
+        self.log, self.inputs, self.failed = log, {}, set()
+        self.log.emit("session", tests=tests)
+
+    def follow(self, target) -> None:
+        """Count the inputs of this HypoFuzz FuzzTarget from now on (once per target)."""
+        nodeid = target.nodeid
+        if nodeid in self.inputs:
+            return
+        self.inputs[nodeid] = 0
+        self.log.emit("start", test=nodeid)
+        run_one = target.run_one
+
+        def counted() -> None:
+            try:
+                run_one()
+            finally:
+                self.ran(target)
+
+        target.run_one = counted
+
+    def ran(self, target) -> None:
+        nodeid = target.nodeid
+        if nodeid in self.failed:  # finished: HypoFuzz runs no more inputs of a test with a failure
+            return
+        self.inputs[nodeid] += 1
+        if target.has_found_failure:
+            self.failed.add(nodeid)
+            self.log.emit("finish", test=nodeid, outcome="FAILED", examples=self.inputs[nodeid], failures=1,
+                          stop="done")
+        else:
+            self.log.count(nodeid, self.inputs[nodeid], 0)
 
 
 class EveryTestFailed(Exception):
