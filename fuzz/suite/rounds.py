@@ -19,6 +19,7 @@ the round for --gdn-shrink-seconds more.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 
@@ -116,6 +117,12 @@ def round_size(test: TestRun, left: int, first: int) -> int:
     if per is None:
         return min(left, first)
     return max(1, min(left, int((test.deadline - time.monotonic()) / max(per, 1e-3))))
+
+
+def seed_of(nodeid: str, profile: str) -> int:
+    """A test's first round's seed, from its node id and profile (--hypothesis-seed replaces it): the same cases every
+    run; each later round takes the next seed."""
+    return int.from_bytes(hashlib.sha256(f"{profile}:{nodeid}".encode()).digest()[:4], "big")
 
 
 def run_rounds(test: TestRun, examples: int, first: int, one_round, report: RunReport | None = None) -> list:

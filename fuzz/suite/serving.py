@@ -29,8 +29,8 @@ from fuzz.generate.serving import STEPS, Step, serving_machine
 from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.serving import Alone, ServingRun, final_replay, shortest
-from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds
-from fuzz.suite.session import FuzzSession, _seed_of
+from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds, seed_of
+from fuzz.suite.session import FuzzSession
 from fuzz.targets.base import Target
 from fuzz.targets.unsupported import UnsupportedHere
 
@@ -158,7 +158,7 @@ def serving_test():
         try:
             found = run_serving(target, session.budget, bugs, target.device(session.budget.device), test,
                                 examples=max(1, calls // STEPS), shrink=options.shrink, timeout=options.timeout,
-                                seed_=options.seed if options.seed is not None else _seed_of(nodeid, session.profile))
+                                seed_=options.seed if options.seed is not None else seed_of(nodeid, session.profile))
         except UnsupportedHere as e:  # the library does not support this device: unavailable, not a finding
             pytest.skip(session.unsupported_here(target, str(e)))
         if found:

@@ -42,7 +42,7 @@ from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.worker import DEFAULT_TIMEOUT, attributed, check_isolated, worker_for
-from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds
+from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds, seed_of
 from fuzz.targets.base import Target
 from fuzz.targets.known_bugs import masked_reason
 from fuzz.targets.unsupported import UnsupportedHere
@@ -179,7 +179,7 @@ class FuzzSession:
         test = self._test = TestRun.start(nodeid, target, op, self.options.test_seconds, self.options.shrink_seconds,
                                           self.options.bound_seconds)
         budget = self.options.examples or settings.default.max_examples
-        base_seed = self.options.seed if self.options.seed is not None else _seed_of(nodeid, self.profile)
+        base_seed = self.options.seed if self.options.seed is not None else seed_of(nodeid, self.profile)
         try:
             self._resume(test)
             run_rounds(test, budget, FIRST_ROUND, lambda examples: self._round(test, test_fn, examples, base_seed),
@@ -270,12 +270,6 @@ def logged_failures(path: Path) -> list[tuple[str, str, Case]]:
 
 def _origin(target: Target) -> str:
     return f"override {target.family.override}" if target.overridden else "installed"
-
-
-def _seed_of(nodeid: str, profile: str) -> int:
-    import hashlib
-
-    return int.from_bytes(hashlib.sha256(f"{profile}:{nodeid}".encode()).digest()[:4], "big")
 
 
 def _is_final() -> bool:
