@@ -73,7 +73,7 @@ def _session(config) -> FuzzSession | None:
 
 
 def session_of(config) -> FuzzSession:
-    """The run's session, which pytest_configure keeps on the config (fuzz/conftest.py's `gdn_session` fixture)."""
+    """The run's session, which pytest_configure keeps on the config (for fuzz/test_corpus.py's parameters)."""
     if (session := _session(config)) is None:
         raise RuntimeError("no gdn-fuzz session: run the fuzz tests through pytest (fuzz/conftest.py configures it)")
     return session
