@@ -70,42 +70,42 @@ def main() -> None:
     if budget.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from fuzz.model.known_bugs import masked_reason
-    from fuzz.targets.registry import TARGETS, set_overrides
+    from fuzz.targets.registry import TARGETS, overridden
 
-    set_overrides(dict(o.split("=", 1) for o in args.override))
-    rows = [("target", "op", "cache", "distinct", "cases/min", "buckets", "draw%", *(f"{k}%" for k in PHASES))]
-    totals = {"cold": [0, 0.0], "warm": [0, 0.0]}  # distinct cases, seconds
-    split = {"cold": Counter(), "warm": Counter()}
-    for target in TARGETS:
-        reason = target.unavailable_reason(budget.device)
-        if args.k not in target.name or reason:
-            print(f"{target.name}: skipped ({reason or 'not selected'})")
-            continue
-        bugs = target.known_bugs()
-        for op in sorted(target.support.ops):
-            if masked := masked_reason(bugs, op):
-                print(f"{target.name} {op}: skipped ({masked})")
+    with overridden(dict(o.split("=", 1) for o in args.override)):
+        rows = [("target", "op", "cache", "distinct", "cases/min", "buckets", "draw%", *(f"{k}%" for k in PHASES))]
+        totals = {"cold": [0, 0.0], "warm": [0, 0.0]}  # distinct cases, seconds
+        split = {"cold": Counter(), "warm": Counter()}
+        for target in TARGETS:
+            reason = target.unavailable_reason(budget.device)
+            if args.k not in target.name or reason:
+                print(f"{target.name}: skipped ({reason or 'not selected'})")
                 continue
-            for seed, cache_state in enumerate(("cold", "warm")):
-                count, buckets, total, phases = measure(target, op, budget, bugs, args.examples, seed)
-                totals[cache_state][0] += count
-                totals[cache_state][1] += total
-                split[cache_state].update(phases)
-                draw = total - sum(phases.values())
-                split[cache_state]["draw"] += draw
-                shares = [f"{100 * x / total:.0f}" for x in (draw, *(phases[k] for k in PHASES))]
-                rows.append((target.name, op, cache_state, str(count), f"{60 * count / total:.0f}", str(len(buckets)),
-                             *shares))
-                print("measured:", "  ".join(rows[-1]), flush=True)  # a run cut short still leaves its rows
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
-    for cache_state in ("cold", "warm"):  # the figure compared with a library's own test suite
-        cases, seconds = totals[cache_state]
-        if seconds:
-            parts = ", ".join(f"{k} {100 * v / seconds:.0f}%" for k, v in split[cache_state].most_common())
-            print(f"all selected targets, {cache_state}: {cases} distinct cases in {seconds:.1f} s = "
-                  f"{60 * cases / seconds:.1f} per minute ({parts})")
+            bugs = target.known_bugs()
+            for op in sorted(target.support.ops):
+                if masked := masked_reason(bugs, op):
+                    print(f"{target.name} {op}: skipped ({masked})")
+                    continue
+                for seed, cache_state in enumerate(("cold", "warm")):
+                    count, buckets, total, phases = measure(target, op, budget, bugs, args.examples, seed)
+                    totals[cache_state][0] += count
+                    totals[cache_state][1] += total
+                    split[cache_state].update(phases)
+                    draw = total - sum(phases.values())
+                    split[cache_state]["draw"] += draw
+                    shares = [f"{100 * x / total:.0f}" for x in (draw, *(phases[k] for k in PHASES))]
+                    rows.append((target.name, op, cache_state, str(count), f"{60 * count / total:.0f}",
+                                 str(len(buckets)), *shares))
+                    print("measured:", "  ".join(rows[-1]), flush=True)  # a run cut short still leaves its rows
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+        for cache_state in ("cold", "warm"):  # the figure compared with a library's own test suite
+            cases, seconds = totals[cache_state]
+            if seconds:
+                parts = ", ".join(f"{k} {100 * v / seconds:.0f}%" for k, v in split[cache_state].most_common())
+                print(f"all selected targets, {cache_state}: {cases} distinct cases in {seconds:.1f} s = "
+                      f"{60 * cases / seconds:.1f} per minute ({parts})")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
 """prefill: every available target against the float64 oracle (ids name the target: -k <family> selects one)."""
-from fuzz.run.session import fuzz_test
+from fuzz.suite.session import fuzz_test
 
 test_prefill = fuzz_test("prefill")

@@ -1,12 +1,13 @@
 """Fixtures shared by the project's tests."""
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 import torch
 
 from fuzz.generate.profiles import register_profiles
-from fuzz.targets.registry import FAMILIES, flashinfer, set_overrides
+from fuzz.targets.registry import FAMILIES, flashinfer, overridden
 
 # The gdn-fuzz Hypothesis profiles (--hypothesis-profile=ci is ours, not Hypothesis's own "ci"), registered before
 # pytest loads the profile, whether or not this run also collects the fuzz suites (whose conftest registers them).
@@ -28,8 +29,8 @@ def override():
     """override(spec): point the flashinfer family at a module (module.path[:attr]) for one test; whatever overrides
     were set before come back afterwards."""
     before = {name: f.override for name, f in FAMILIES.items() if f.override}
-    yield lambda spec: set_overrides({**before, "flashinfer": spec})
-    set_overrides(before)
+    with ExitStack() as restore:
+        yield lambda spec: restore.enter_context(overridden({**before, "flashinfer": spec}))
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ def fake_flashinfer_package(tmp_path, monkeypatch):
     """install(files, version, capability): a fake installed `flashinfer` (files: path in the package -> source; each
     folder gets an empty __init__.py) first on sys.path, reported as `version`; a capability (major, minor), or None
     for no GPU, fakes the device (left as it is when not given). The real family comes back afterwards."""
-    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+    restore = ExitStack()
 
     def install(files: dict, version: str = "0.7.4", capability=...):
         root = tmp_path / "flashinfer"
@@ -52,9 +53,9 @@ def fake_flashinfer_package(tmp_path, monkeypatch):
         if capability is not ...:
             monkeypatch.setattr(torch.cuda, "is_available", lambda: capability is not None)
             monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-        set_overrides({})
+        restore.enter_context(overridden({}))
 
-    yield install
-    for name in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
-        del sys.modules[name]
-    set_overrides(before)
+    with restore:
+        yield install
+        for name in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
+            del sys.modules[name]

@@ -1,6 +1,6 @@
 """Planted bugs for the fuzzer's self-test: each mutant is the correct FlashInfer CPU stand-in with ONE
 seam broken the way a shipped kernel broke it. Module-level instances are override specs:
-`set_overrides({"flashinfer": "tests.mutants:unguarded_pad_slot"})`."""
+`overridden({"flashinfer": "tests.mutants:unguarded_pad_slot"})`."""
 from __future__ import annotations
 
 import torch

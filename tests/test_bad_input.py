@@ -18,7 +18,7 @@ from fuzz.generate.profiles import BUDGETS, GPU_RESERVE
 from fuzz.generate.strategies import cases
 from fuzz.model.case import Case, CaseError
 from fuzz.model.known_bugs import MASK_POLICIES
-from fuzz.targets.registry import TARGETS, set_overrides
+from fuzz.targets.registry import TARGETS, overridden
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "decode-B2-T1-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed7-slots[3,-1]"
@@ -300,9 +300,8 @@ def test_structural_choices_stay_valid_cases(coordinate):
 # --- strategies never draw a Case the validation refuses ----------------------------------------------------------
 @pytest.fixture(scope="module", autouse=True)
 def cpu_flashinfer():
-    set_overrides({"flashinfer": "fuzz.standins.flashinfer_cpu"})
-    yield
-    set_overrides({})
+    with overridden({"flashinfer": "fuzz.standins.flashinfer_cpu"}):
+        yield
 
 
 # The h200 profile's large tests as an H200 resolves the budget (139 GiB free, GPU_RESERVE kept back): every target
@@ -372,7 +371,7 @@ def test_the_wheel_ships_every_package_and_the_corpus(wheel, installed, tmp_path
 def test_the_wheel_declares_the_pytest_plugin_entry_point(wheel):
     [entry_points] = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "[pytest11]\ngdn_fuzz = fuzz.run.plugin\n" in text, text
+    assert "[pytest11]\ngdn_fuzz = fuzz.suite.plugin\n" in text, text
 
 
 def test_installed_the_plugin_loads_once_and_runs_the_fuzz_suites(installed, tmp_path):
@@ -398,10 +397,10 @@ def test_the_plugin_is_dormant_in_a_run_that_collects_nothing_of_ours(tmp_path):
         [sys.executable, "-m", "pytest", "-p", "_hypothesis_pytestplugin", *plugin, "--hypothesis-profile=theirs",
          "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})  # the same plugins
-        for plugin in ((), ("-p", "fuzz.run.plugin"))}                                         # installed or not
+        for plugin in ((), ("-p", "fuzz.suite.plugin"))}                                         # installed or not
     for proc in runs.values():
         assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    mine = runs["-p", "fuzz.run.plugin"].stdout
+    mine = runs["-p", "fuzz.suite.plugin"].stdout
     assert "gdn-fuzz" not in mine and len(mine.splitlines()) == len(runs[()].stdout.splitlines()), mine
 
 

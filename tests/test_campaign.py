@@ -16,7 +16,7 @@ from fuzz.judge.failures import NonFinite, StateMismatch
 from fuzz.model.case import Case
 from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.result import Failure
-from fuzz.run.session import FuzzSession, Options, logged_failures, resumable
+from fuzz.suite.session import FuzzSession, Options, logged_failures, resumable
 
 BIG = "verify-B3-T2-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2,-1]"
 SMALL = "verify-B1-T2-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"

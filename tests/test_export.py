@@ -121,33 +121,39 @@ SPECS = DRAWN + MUTANTS + BUILDS + [p.values[0] for p in CORPUS if not p.marks]
 def prepare(specs: str, directory: str) -> None:
     """For each Spec (JSON): the case, its script (exported through the command line) and the in-process verdict,
     one JSON line each."""
+    from fuzz.targets.registry import overridden
+
+    for spec in (Spec(**s) for s in json.loads(specs)):
+        target = BY_NAME[spec.target]
+        with overridden({target.family.name: spec.module} if spec.module else {}):
+            _prepare(spec, target, directory)
+
+
+def _prepare(spec, target, directory: str) -> None:
+    """One Spec of `prepare`, with its override in place."""
     from hypothesis import HealthCheck, Phase, find, settings
 
     from fuzz.cli.main import main as cli_main
     from fuzz.generate.profiles import BUDGETS
     from fuzz.generate.strategies import cases
     from fuzz.run.harness import check
-    from fuzz.targets.registry import set_overrides
 
-    for spec in (Spec(**s) for s in json.loads(specs)):
-        target = BY_NAME[spec.target]
-        set_overrides({target.family.name: spec.module} if spec.module else {})
-        if spec.entry:
-            case = corpus.load(Path(spec.entry)).case
-        elif spec.coordinate:
-            case = Case.parse(spec.coordinate)
-        else:  # no shrinking: a case as varied as the fuzzer's, and cheap to find
-            pool = target.declared().pool
-            case = find(cases(target, spec.op, BUDGETS["ci"], target.known_bugs()),
-                        lambda c, pool=pool: c.valid and c.B > 1 and (not pool or 0 < sum(c.padded) < c.B),
-                        settings=settings(database=None, derandomize=True, max_examples=500, deadline=None,
-                                          phases=[Phase.generate], suppress_health_check=list(HealthCheck)))
-        script = Path(directory) / f"{spec.id}.py"
-        args = ([spec.entry] if spec.entry else [repr(case), "--target", spec.target]) + ["-o", str(script)]
-        assert cli_main(["export", *args, *(["--module", spec.module] if spec.module else [])]) == 0
-        failure = None if spec.entry else check(target, case, "cpu").failure
-        print(json.dumps(dict(id=spec.id, case=repr(case), script=str(script),
-                              fuzzer=failure and [failure.kind, failure.detail.splitlines()[0]])), flush=True)
+    if spec.entry:
+        case = corpus.load(Path(spec.entry)).case
+    elif spec.coordinate:
+        case = Case.parse(spec.coordinate)
+    else:  # no shrinking: a case as varied as the fuzzer's, and cheap to find
+        pool = target.declared().pool
+        case = find(cases(target, spec.op, BUDGETS["ci"], target.known_bugs()),
+                    lambda c, pool=pool: c.valid and c.B > 1 and (not pool or 0 < sum(c.padded) < c.B),
+                    settings=settings(database=None, derandomize=True, max_examples=500, deadline=None,
+                                      phases=[Phase.generate], suppress_health_check=list(HealthCheck)))
+    script = Path(directory) / f"{spec.id}.py"
+    args = ([spec.entry] if spec.entry else [repr(case), "--target", spec.target]) + ["-o", str(script)]
+    assert cli_main(["export", *args, *(["--module", spec.module] if spec.module else [])]) == 0
+    failure = None if spec.entry else check(target, case, "cpu").failure
+    print(json.dumps(dict(id=spec.id, case=repr(case), script=str(script),
+                          fuzzer=failure and [failure.kind, failure.detail.splitlines()[0]])), flush=True)
 
 
 def fresh_env(directory: Path) -> dict:
@@ -279,7 +285,7 @@ def test_script_carries_the_fuzzers_modules_verbatim_and_only_those_its_target_n
               "fuzz.targets.semantics", "fuzz.model.known_bugs", "reference", "reference.batched",
               "fuzz.judge.failures", "fuzz.judge.oracle", "fuzz.judge.tolerance", "fuzz.judge.verdict",
               "fuzz.run.harness", "fuzz.run.result", "fuzz.run.environment"}
-    never = {"fuzz.targets.registry", "fuzz.generate.strategies", "fuzz.run.session", "fuzz.export.script"}
+    never = {"fuzz.targets.registry", "fuzz.generate.strategies", "fuzz.suite.session", "fuzz.export.script"}
     adapters = {"fuzz.targets.fla", "fuzz.targets.sglang", "fuzz.targets.sglang_loader", "fuzz.targets.flashinfer",
                 "fuzz.targets.flashinfer_sm100", "fuzz.standins.flashinfer_cpu", "fuzz.standins.flashinfer_sm100_cpu"}
     wanted = {"fla-recurrent": {"fuzz.targets.fla"},

@@ -22,12 +22,13 @@ from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
 from fuzz.judge.failures import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
 from fuzz.model.case import Case
-from fuzz.run import session as fuzz_session
 from fuzz.run import worker
 from fuzz.run.harness import verify as check
 from fuzz.run.report import FailureRecord
 from fuzz.run.result import CrashAttribution, Failure
-from fuzz.targets.registry import FAMILIES, TARGETS, set_overrides
+from fuzz.suite import session as fuzz_session
+from fuzz.suite.rounds import TestRun
+from fuzz.targets.registry import FAMILIES, TARGETS, overridden
 
 BY_NAME = {t.name: t for t in TARGETS}
 PRETRANSPOSE, MTP = BY_NAME["flashinfer-pretranspose-fp32"], BY_NAME["flashinfer-mtp-fp32"]
@@ -54,11 +55,10 @@ def notes(error) -> str:
 def isolated():
     """The session-cached CPU worker for the crashing stand-in (the parent process imports it too)."""
     before = {name: f.override for name, f in FAMILIES.items() if f.override}
-    set_overrides({**before, "flashinfer": "tests.crashing_standin"})
-    w = worker.worker_for("cpu", TIMEOUT)
-    yield w
-    w.stop()
-    set_overrides(before)
+    with overridden({**before, "flashinfer": "tests.crashing_standin"}):
+        w = worker.worker_for("cpu", TIMEOUT)
+        yield w
+        w.stop()
 
 
 def test_failure_classes_registered():
@@ -189,7 +189,7 @@ def reported(failure: Failure, monkeypatch) -> tuple[FailureRecord, list]:
     monkeypatch.setattr(FreshWorkers, "made", [])
     monkeypatch.setattr(worker, "Worker", FreshWorkers)
     fuzz = fuzz_session.FuzzSession("ci", BUDGETS["ci"], fuzz_session.Options(isolate=True, timeout=TIMEOUT))
-    fuzz._reported(fuzz_session.TestRun("test_verify", MTP, "verify", time.monotonic(), None), failure)
+    fuzz._reported(TestRun("test_verify", MTP, "verify", time.monotonic(), None), failure)
     [record] = fuzz.report.failures
     return record, FreshWorkers.made
 

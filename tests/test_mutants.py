@@ -1,5 +1,5 @@
 """Mutation self-test: the fuzzer, run through the `flashinfer` override exactly as a user would (a fuzz test in
-rounds, fuzz.run.session), must find every planted bug in tests/mutants.py within a fixed budget and shrink each
+rounds, fuzz.suite.session), must find every planted bug in tests/mutants.py within a fixed budget and shrink each
 distinct failure it reports to the bug's minimal case; and it must find nothing in the correct stand-in.
 
 `pytest -s` prints a table (examples to the first failure, failure class, shrunk case); with
@@ -26,8 +26,7 @@ from fuzz.judge.failures import (
     UnwrittenOutput,
 )
 from fuzz.model.case import Case
-from fuzz.run import plugin
-from fuzz.run.session import FuzzSession, Options, fuzz_test
+from fuzz.suite.session import FuzzSession, Options, fuzz_test
 from fuzz.targets import flashinfer
 from fuzz.targets.registry import TARGETS
 from tests.mutants import MUTANTS
@@ -117,15 +116,10 @@ class Run:
 
 
 def fuzz(target_name: str, op: str, max_examples: int, large: bool = False) -> Run:
-    """The fuzz test of `op` on the target, in rounds, as `pytest fuzz/` runs it (fuzz.run.session); `large`: the
+    """The fuzz test of `op` on the target, in rounds, as `pytest fuzz/` runs it (fuzz.suite.session); `large`: the
     large-pool test of fuzz/test_large_pool.py."""
     session = FuzzSession("ci", BUDGET, Options(examples=max_examples))
-    before, plugin.ACTIVE = plugin.ACTIVE, session
-    try:
-        found = session.run_test(f"test_mutants::{target_name}:{op}", BY_NAME[target_name], op,
-                                 fuzz_test(op, large=large))
-    finally:
-        plugin.ACTIVE = before
+    found = session.run_test(f"test_mutants::{target_name}:{op}", BY_NAME[target_name], op, fuzz_test(op, large=large))
     return Run(sum(session.report.examples.values()), found)
 
 

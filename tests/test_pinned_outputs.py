@@ -16,7 +16,7 @@ from fuzz.cli.campaign_tables import Settings
 from fuzz.cli.campaign_tables import markdown as campaign_markdown
 from fuzz.cli.gate_report import markdown, write_html, write_junit
 from fuzz.run.installation import Installation
-from fuzz.run.session import resumable
+from fuzz.suite.session import resumable
 
 DATA = Path(__file__).resolve().parent / "data" / "pinned"
 PINS = DATA / "outputs"

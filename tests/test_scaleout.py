@@ -22,10 +22,11 @@ import torch
 from fuzz.model.case import Case
 from fuzz.model.footprint import peak_bytes
 from fuzz.model.guarded import GUARD_SLOTS
-from fuzz.run import memory, plugin
+from fuzz.run import memory
 from fuzz.run.harness import check
 from fuzz.standins.flashinfer_cpu import FlashInferCPU
-from fuzz.targets.registry import TARGETS, set_overrides
+from fuzz.suite import plugin
+from fuzz.targets.registry import TARGETS, overridden
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANT = "flashinfer=tests.mutants:unguarded_pad_slot"  # needs a padded row: never the first (simplest) example
@@ -68,12 +69,9 @@ out_of_memory = OutOfMemoryInTheCall()
 def test_out_of_memory_is_no_verdict_and_never_a_finding():
     """A case the device cannot hold is not judged (the library's call raised for the device, not for the case): no
     RejectedValidInput, and the fuzz test rejects the example instead of failing."""
-    set_overrides({"flashinfer": "tests.test_scaleout:out_of_memory"})
-    try:
+    with overridden({"flashinfer": "tests.test_scaleout:out_of_memory"}):
         target = next(t for t in TARGETS if t.name == "flashinfer-pretranspose-fp32")
         result = check(target, coordinate("decode", 1, 1, 1, 8, 8, pool=2), "cpu")
-    finally:
-        set_overrides({})
     assert result.failure is None and result.unjudged.startswith("out of memory"), result
     assert result.outcome == "unjudged"
 
@@ -102,10 +100,7 @@ def test_ordinary_cases_are_light_and_every_buffer_counts():
 # process's lifetime maximum would hide the check behind the peak that importing torch already reached).
 MEASURE = """
 import os, sys, threading, time
-from fuzz.model.case import Case
-from fuzz.run.harness import check
-from fuzz.targets.registry import TARGETS, set_overrides
-set_overrides({"flashinfer": "fuzz.standins.flashinfer_cpu"})
+overridden({"flashinfer": "fuzz.standins.flashinfer_cpu"}).__enter__()  # for this script's life
 target = next(t for t in TARGETS if t.name == "flashinfer-mtp-fp32")
 case = Case.parse(sys.argv[1])
 page = os.sysconf("SC_PAGE_SIZE")

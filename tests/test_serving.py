@@ -23,7 +23,7 @@ from fuzz.judge.failures import OutputAliased, StaleCompile, StateLeak
 from fuzz.model.case import Case
 from fuzz.run import serving
 from fuzz.run.serving import Alone, ServingRun
-from fuzz.run.serving_rounds import ServingTest, run_serving
+from fuzz.suite.serving import ServingTest, run_serving
 from fuzz.targets.registry import TARGETS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
-"""Fuzz tests run in rounds (fuzz.run.session): an early bug does not hide a later one, each distinct failure (kind x
-dispatch bucket x cause) is shrunk and reported once, and the time box bounds a test's wall time (no new example is
-drawn into a check after it, only a failure found in the last round may still shrink)."""
+"""Fuzz tests run in rounds (fuzz.suite.session, fuzz.suite.rounds): an early bug does not hide a later one, each
+distinct failure (kind x dispatch bucket x cause) is shrunk and reported once, and the time box bounds a test's wall
+time (no new example is drawn into a check after it, only a failure found in the last round may still shrink)."""
 from __future__ import annotations
 
 import json
@@ -73,13 +73,11 @@ def test_the_time_box_bounds_wall_time_and_stops_drawing(tmp_path):
 def test_without_a_time_box_the_profile_bounds_a_test_without_resizing_its_rounds(monkeypatch):
     """A test given no --gdn-test-seconds used to run, and shrink, without bound (profiles.TIME_BOXES)."""
     from fuzz.generate.profiles import budget_for
-    from fuzz.run import plugin
-    from fuzz.run.session import FuzzSession, Options, fuzz_test
+    from fuzz.suite.session import FuzzSession, Options, fuzz_test
     from fuzz.targets.registry import TARGETS
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     session = FuzzSession("ci", budget_for("ci"), Options(bound_seconds=3.0, examples=2000))  # unbounded: minutes
-    monkeypatch.setattr(plugin, "ACTIVE", session)
     target = next(t for t in TARGETS if t.name == "fla-recurrent")
     began = time.monotonic()
     session.run_test("fuzz/test_decode.py::test_decode[fla-recurrent]", target, "decode", fuzz_test("decode"))

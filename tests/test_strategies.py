@@ -12,7 +12,7 @@ from fuzz.model import dispatch
 from fuzz.model.case import Case
 from fuzz.model.known_bugs import BY_ID
 from fuzz.model.support import Support
-from fuzz.targets.registry import TARGETS, set_overrides
+from fuzz.targets.registry import TARGETS, overridden
 
 BY_NAME = {t.name: t for t in TARGETS}
 FIND = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck), derandomize=True,
@@ -21,9 +21,8 @@ FIND = settings(max_examples=3000, database=None, suppress_health_check=list(Hea
 
 @pytest.fixture(autouse=True, scope="module")
 def cpu_flashinfer():
-    set_overrides({"flashinfer": "fuzz.standins.flashinfer_cpu"})
-    yield
-    set_overrides({})
+    with overridden({"flashinfer": "fuzz.standins.flashinfer_cpu"}):
+        yield
 
 
 def _identity(c: Case) -> bool:

@@ -14,7 +14,7 @@ from fuzz.model.case import Case
 from fuzz.model.known_bugs import BY_ID, KNOWN_BUGS
 from fuzz.model.support import Support
 from fuzz.targets import triage
-from fuzz.targets.registry import TARGETS, set_overrides
+from fuzz.targets.registry import TARGETS, overridden
 
 BY_PATH = {t.path: t for t in TARGETS}
 MASKED = [b for b in KNOWN_BUGS if b.mask and any(p in BY_PATH for p in b.paths)]
@@ -22,9 +22,8 @@ MASKED = [b for b in KNOWN_BUGS if b.mask and any(p in BY_PATH for p in b.paths)
 
 @pytest.fixture(autouse=True, scope="module")
 def cpu_flashinfer():
-    set_overrides({"flashinfer": "fuzz.standins.flashinfer_cpu"})
-    yield
-    set_overrides({})
+    with overridden({"flashinfer": "fuzz.standins.flashinfer_cpu"}):
+        yield
 
 
 def test_every_mask_field_is_a_support_field_triage_can_read():

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from fuzz.generate.profiles import BUDGETS, CPU_DIMS, CPU_LARGE_BYTES
 from fuzz.generate.strategies import bucket_plan, cases
 from fuzz.run import warm
-from fuzz.targets.registry import TARGETS, set_overrides
+from fuzz.targets.registry import TARGETS, overridden
 
 ROOT = Path(__file__).resolve().parent.parent
 BY_NAME = {t.name: t for t in TARGETS}
@@ -26,9 +26,8 @@ PLANNED = dataclasses.replace(BUDGETS["h200"], device="cpu", head_dims=CPU_DIMS,
 
 @pytest.fixture(autouse=True, scope="module")
 def cpu_flashinfer():
-    set_overrides({"flashinfer": "fuzz.standins.flashinfer_cpu"})
-    yield
-    set_overrides({})
+    with overridden({"flashinfer": "fuzz.standins.flashinfer_cpu"}):
+        yield
 
 
 def compile_fields(case) -> tuple:

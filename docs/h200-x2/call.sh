@@ -1,6 +1,6 @@
 # Issue 21, the run that remains (needs the device kind nvidia-h200-x2, not lent so far): the FlashInfer 0.7.4
 # campaign on both GPUs of one host at once, then on one GPU of it, back to back, with one kernel cache and one
-# merged report each. xdist worker gwN takes GPU N mod count (fuzz/run/plugin.py), heavy checks hold a per-GPU lock.
+# merged report each. xdist worker gwN takes GPU N mod count (fuzz/suite/plugin.py), heavy checks hold a per-GPU lock.
 #   run(command="bash docs/h200-x2/call.sh", kind="nvidia-h200-x2", carry=[".gpu", ".gpu-fi"], timeout_s=600)
 # DRY=1 bash docs/h200-x2/call.sh: the same commands on a CPU (profile ci, the stand-in) as a check of the script.
 . docs/h200-2026-12-02b/setup.sh

@@ -132,7 +132,7 @@ def markdown(result: Result) -> str:
 
 def _diverged(result: Result, d: Drift) -> list[str]:
     """The sides on which a test of the row's target failed, when not every judged coordinate is shared: a failing
-    test's later rounds draw other cases (fuzz.run.session), so the sides share fewer of them."""
+    test's later rounds draw other cases (fuzz.suite.session), so the sides share fewer of them."""
     if d.judged[0] == d.judged[1] == len(d.shared):
         return []
     return [s.name for s in result.sides if any(f.target == d.target for f in s.report.failures)]

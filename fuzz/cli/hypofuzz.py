@@ -12,7 +12,7 @@ N-th test. The workers share the example database, where HypoFuzz keeps its corp
 the keys a plain pytest run replays first: a failure found here fails `pytest PYTEST_ARGS` on its first example.
 A worker that dies is restarted (a crash outside --gdn-isolate); one whose tests have all failed stops.
 
-The tests run as their plain Hypothesis body (fuzz.run.session: no rounds, no time box; every case checked, so
+The tests run as their plain Hypothesis body (fuzz.suite.session: no rounds, no time box; every case checked, so
 coverage is stable). Under --gdn-isolate HypoFuzz sees the coverage of the test body and the strategies, not of the
 check itself, which runs in the isolated worker; its behaviours then come from the check's events and the
 error-to-bound ratio (hypothesis.target). A still-failing stored failure stops its test at once (HypoFuzz fuzzes a
@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
     if not nodeids:
         print(f"gdn-fuzz hypofuzz: no fuzz test to run with pytest arguments {pytest_args}", file=sys.stderr)
         return 2
-    from fuzz.run.plugin import visible_gpus
+    from fuzz.suite.plugin import visible_gpus
 
     gpus = visible_gpus()
     workers = args.workers or max(len(gpus), 1)
@@ -241,6 +241,8 @@ def _work(nodeids: list[str], pytest_args: list[str], events: Path | None) -> in
     from hypofuzz import detection
     from hypofuzz.hypofuzz import FuzzWorker
 
+    from fuzz.targets.registry import overridden, parse_overrides
+
     reporter = None if events is None else Reporter(EventLog(events), len(nodeids))
 
     class Worker(FuzzWorker):
@@ -261,11 +263,22 @@ def _work(nodeids: list[str], pytest_args: list[str], events: Path | None) -> in
     worker = Worker(pytest_args=pytest_args, shared_state={
         "hub_state": {"nodeids": set(nodeids)},
         "worker_state": {"nodeids": {}, "current_lifetime": 0.0, "expected_lifetime": 0.0, "valid_nodeids": []}})
+    # HypoFuzz runs the tests after its pytest collection has ended, when the plugin has put the families back: the
+    # worker holds the run's --gdn-target overrides for as long as it fuzzes.
+    known, _ = _targets_parser().parse_known_args(pytest_args)
     try:
-        worker.start()  # loops until one of these
+        with overridden(parse_overrides(known.gdn_target)):
+            worker.start()  # loops until one of these
     except (EveryTestFailed, KeyboardInterrupt):
         pass
     return 0
+
+
+def _targets_parser() -> argparse.ArgumentParser:
+    """The --gdn-target options among pytest's arguments (the plugin refused bad ones when the hub collected)."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p.add_argument("--gdn-target", action="append", default=[])
+    return p
 
 
 class Reporter:

@@ -15,6 +15,7 @@ import itertools
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import torch
 
@@ -23,7 +24,7 @@ from fuzz.model.case import Case
 from fuzz.run.harness import check
 from fuzz.run.result import CheckResult
 from fuzz.targets.base import Target
-from fuzz.targets.registry import TARGETS, parse_overrides, set_overrides
+from fuzz.targets.registry import TARGETS, overridden, parse_overrides
 
 GRID = ("B", "H", "G", "T")
 
@@ -95,23 +96,26 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in args.target if n not in known]
     if unknown:
         parser.error(f"unknown target {', '.join(unknown)}; expected one of {', '.join(sorted(known))}")
+    restore = ExitStack()
     try:
-        set_overrides(parse_overrides(args.module, "--module"))
+        restore.enter_context(overridden(parse_overrides(args.module, "--module")))
     except ValueError as e:
         parser.error(str(e))
-    bases = [Case.parse(c) for c in args.coordinates]
-    chosen: list[Target] = [known[n] for n in args.target] or list(TARGETS)
-    failed = False
-    for base in bases:
-        for case in variants(base, grid) if grid else [base]:
-            for target in chosen:
-                reason = target.unavailable_reason(args.device)
-                if reason or outside(target, case):
-                    if args.target:
-                        why = f"unavailable: {reason}" if reason else f"outside its support ({outside(target, case)})"
-                        print(f"{target.name}: {why}: {case!r}", flush=True)
-                    continue
-                result = check(target, case, args.device)
-                failed |= result.failure is not None
-                print(line(result), flush=True)
-    return 1 if failed else 0
+    with restore:
+        bases = [Case.parse(c) for c in args.coordinates]
+        chosen: list[Target] = [known[n] for n in args.target] or list(TARGETS)
+        failed = False
+        for base in bases:
+            for case in variants(base, grid) if grid else [base]:
+                for target in chosen:
+                    reason = target.unavailable_reason(args.device)
+                    if reason or outside(target, case):
+                        if args.target:
+                            why = (f"unavailable: {reason}" if reason else
+                                   f"outside its support ({outside(target, case)})")
+                            print(f"{target.name}: {why}: {case!r}", flush=True)
+                        continue
+                    result = check(target, case, args.device)
+                    failed |= result.failure is not None
+                    print(line(result), flush=True)
+        return 1 if failed else 0

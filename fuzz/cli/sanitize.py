@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import ExitStack
 from dataclasses import asdict
 
 from fuzz.cli.main import Parser
@@ -48,26 +49,28 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="write the results as JSON")
     p.add_argument("--seconds", type=float, default=900.0, help="time budget: cases not finished by then are not run")
     args = p.parse_args(argv)
-    from fuzz.targets.registry import TARGETS, parse_overrides, set_overrides
+    from fuzz.targets.registry import TARGETS, overridden, parse_overrides
 
+    restore = ExitStack()
     try:
         overrides = parse_overrides(args.gdn_target)
-        set_overrides(overrides)
+        restore.enter_context(overridden(overrides))
     except ValueError as e:
         p.error(str(e))
-    target = next((t for t in TARGETS if t.name == args.target), None)
-    if target is None:
-        p.error(f"unknown target {args.target}; expected one of {', '.join(t.name for t in TARGETS)}")
-    todo = [Case.parse(c) for c in args.coordinates] + (sample(target, args.op, args.profile, args.sample)
-                                                        if args.sample else [])
-    results = sanitize(args.target, todo, args.device, overrides, timeout=args.seconds)
-    for r in results:
-        print(f"{'clean' if r.clean else 'DIRTY'}  errors={r.errors}  {r.outcome[:80]}  {r.case}")
-        if not r.clean:
-            print("\n".join("    " + ln for ln in r.report.splitlines()[:40]))
-    print(f"{len(results)} of {len(todo)} cases run under memcheck within {args.seconds:g} s, "
-          f"{sum(not r.clean for r in results)} with memcheck errors or a dead child")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump([asdict(r) for r in results], f, indent=1)
-    return int(any(not r.clean for r in results))
+    with restore:
+        target = next((t for t in TARGETS if t.name == args.target), None)
+        if target is None:
+            p.error(f"unknown target {args.target}; expected one of {', '.join(t.name for t in TARGETS)}")
+        todo = [Case.parse(c) for c in args.coordinates] + (sample(target, args.op, args.profile, args.sample)
+                                                            if args.sample else [])
+        results = sanitize(args.target, todo, args.device, overrides, timeout=args.seconds)
+        for r in results:
+            print(f"{'clean' if r.clean else 'DIRTY'}  errors={r.errors}  {r.outcome[:80]}  {r.case}")
+            if not r.clean:
+                print("\n".join("    " + ln for ln in r.report.splitlines()[:40]))
+        print(f"{len(results)} of {len(todo)} cases run under memcheck within {args.seconds:g} s, "
+              f"{sum(not r.clean for r in results)} with memcheck errors or a dead child")
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump([asdict(r) for r in results], f, indent=1)
+        return int(any(not r.clean for r in results))

@@ -81,7 +81,7 @@ TIME_BOXES = {"ci": 300.0, "dev": 600.0, "gate": 300.0, "h200": 600.0, "b200": 6
 
 def register_profiles() -> None:
     """Every gdn-fuzz profile. Examples are per fuzz test (--gdn-examples overrides them). ci and gate replay the
-    same cases every run (fuzz.run.session seeds each round from the test id, or from --hypothesis-seed) and keep no
+    same cases every run (fuzz.suite.session seeds each round from the test id, or from --hypothesis-seed) and keep no
     example database; the exploring profiles keep the local directory one (--gdn-db replaces it)."""
     # Hypothesis's own default, never the profile it loads when $CI is set (that one derandomizes, which HypoFuzz
     # refuses, and would make a run differ between a laptop and a CI box).

@@ -24,7 +24,7 @@ Invariants of one example, which is one pool's life:
   * Capacity and strides come from the Case (`pool`, `pool_gap`): a call on fewer slots than the allocation sees the
     view pool[:capacity]; more slots, another gap or a drawn `realloc` reallocate. A call on capacity N+k followed by
     one on capacity N is what Case.warm_pool does in one case.
-This module only draws: fuzz.run.serving runs and judges each step on the persistent pool, fuzz.run.serving_rounds runs
+This module only draws: fuzz.run.serving runs and judges each step on the persistent pool, fuzz.suite.serving runs
 the machine as a test.
 """
 from __future__ import annotations

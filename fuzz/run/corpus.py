@@ -94,7 +94,7 @@ def load(path: Path) -> Entry:
     expect = field("expect")
     if expect not in EXPECTATIONS:
         raise CorpusError(f"{path}: field 'expect' is {expect!r}; expected one of {sorted(EXPECTATIONS)}")
-    from fuzz.targets.registry import FAMILIES, TARGETS  # here: fuzz.run.plugin sets TRITON_INTERPRET before they load
+    from fuzz.targets.registry import FAMILIES, TARGETS  # here: the pytest plugin sets TRITON_INTERPRET first
 
     library, target = field("library"), field("target")
     if library not in FAMILIES:

@@ -82,23 +82,23 @@ def parse(spec: str) -> Installation:
 
 def probe() -> None:
     """Installation.libraries, in the installation's interpreter: one JSON line on stdout."""
-    from fuzz.targets.registry import FAMILIES, set_overrides
+    from fuzz.targets.registry import FAMILIES, overridden
 
     asked = json.loads(sys.argv[1])
-    set_overrides(asked["overrides"])
-    found = {}
-    for name in asked["families"]:
-        family = FAMILIES[name]
-        try:
-            family.api()
-            spec = None if family.override else importlib.util.find_spec(name)  # the top-level package: its files
-            where = "" if spec is None else Path(spec.origin).parent if spec.origin else Path(
-                next(iter(spec.submodule_search_locations or ()), ""))  # a namespace package: its directory
-            found[name] = {"version": family.version(), "where": str(where and Path(where).resolve()),
-                           "override": family.override}
-        except Exception as e:  # noqa: BLE001 - the family's own reason, reported by the gate
-            found[name] = {"why": str(e).splitlines()[0] if str(e) else type(e).__name__}
-    print(json.dumps(found))
+    with overridden(asked["overrides"]):
+        found = {}
+        for name in asked["families"]:
+            family = FAMILIES[name]
+            try:
+                family.api()
+                spec = None if family.override else importlib.util.find_spec(name)  # the top-level package: its files
+                where = "" if spec is None else Path(spec.origin).parent if spec.origin else Path(
+                    next(iter(spec.submodule_search_locations or ()), ""))  # a namespace package: its directory
+                found[name] = {"version": family.version(), "where": str(where and Path(where).resolve()),
+                               "override": family.override}
+            except Exception as e:  # noqa: BLE001 - the family's own reason, reported by the gate
+                found[name] = {"why": str(e).splitlines()[0] if str(e) else type(e).__name__}
+        print(json.dumps(found))
 
 
 def _name(path: Path) -> str:

@@ -1,7 +1,7 @@
 """A case-level reducer: shrink a failing Case outside Hypothesis, from its coordinate alone.
 
 Hypothesis shrinks the choices it drew; a run whose time box cut that shrink off leaves only the coordinates of its
-live log (--gdn-live-log). `reduce` takes one of them on in a later run (--gdn-resume, fuzz.run.session).
+live log (--gdn-live-log). `reduce` takes one of them on in a later run (--gdn-resume, fuzz.suite.session).
 
 Invariants, first:
 - The result is `case` itself or a candidate `fails_the_same` accepted: whatever failure `case` has, so does the result

@@ -130,19 +130,19 @@ def _attribute(text: str, cases: list[Case]) -> list[SanitizerResult]:
 
 def _child(target_name: str, path: str, device: str, overrides: str) -> None:
     from fuzz.run.harness import check
-    from fuzz.targets.registry import TARGETS, set_overrides
+    from fuzz.targets.registry import TARGETS, overridden
 
-    set_overrides(json.loads(overrides))
-    target = next(t for t in TARGETS if t.name == target_name)
-    for i, coordinate in enumerate(json.load(open(path))):
-        print(f"{MARK} {i}", flush=True)
-        try:
-            failure = check(target, Case.parse(coordinate), device).failure
-            outcome = "pass" if failure is None else f"{failure.kind}: {failure.detail.splitlines()[0][:300]}"
-        except Exception as e:  # noqa: BLE001 - every outcome is reported, the sanitizer decides
-            outcome = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-        print(f"{OUTCOME} {i} {outcome}", flush=True)
-    print(DONE, flush=True)
+    with overridden(json.loads(overrides)):
+        target = next(t for t in TARGETS if t.name == target_name)
+        for i, coordinate in enumerate(json.load(open(path))):
+            print(f"{MARK} {i}", flush=True)
+            try:
+                failure = check(target, Case.parse(coordinate), device).failure
+                outcome = "pass" if failure is None else f"{failure.kind}: {failure.detail.splitlines()[0][:300]}"
+            except Exception as e:  # noqa: BLE001 - every outcome is reported, the sanitizer decides
+                outcome = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+            print(f"{OUTCOME} {i} {outcome}", flush=True)
+        print(DONE, flush=True)
 
 
 if __name__ == "__main__":  # the child that runs the cases under the sanitizer (the command: fuzz.cli.sanitize)

@@ -31,7 +31,8 @@ its own calls; Hypothesis shrinks it, and `shortest` deletes the calls it does n
 be reset in a running process: its caches outlive a sequence, and a call that fails because of an earlier sequence is
 reported as a StaleCompile with no earlier call in its own.
 
-fuzz.run.serving_rounds runs the state machine as a test (rounds, time box, run report).
+fuzz.suite.serving runs the state machine as a test (rounds, time box, run report): its ServingTest keeps a run's
+`Accounts`.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import hypothesis
 import torch
@@ -70,9 +71,6 @@ from fuzz.run.harness import _Check, _notes, dispatch_bucket, failure_bucket, li
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.worker import DEFAULT_TIMEOUT, Worker, current_overrides
 from fuzz.targets.base import Target
-
-if TYPE_CHECKING:
-    from fuzz.run.serving_rounds import ServingTest
 
 CROSS_CALL = ("carried", "aliased")  # stages whose failures need earlier calls by definition
 
@@ -146,6 +144,22 @@ class _Held:
 
 
 # ---- one pool's calls --------------------------------------------------------------------------------------------
+class Accounts(Protocol):
+    """What a test keeps of its examples (fuzz.suite.serving.ServingTest): a ServingRun given one reports to it."""
+
+    def example(self) -> None:
+        """An example (a sequence) starts."""
+
+    def may_check_now(self) -> bool:
+        """Whether a call may be checked now (the time box)."""
+
+    def recorded(self, result: CheckResult, seconds: float, first: bool) -> None:
+        """A call was checked (`first`: the sequence's first call)."""
+
+    def hit(self, failure: Failure, steps: tuple, reproduced: bool | None) -> bool:
+        """A call failed after `steps`: whether the failure fails the Hypothesis run."""
+
+
 class ServingRun:
     """The calls of one example on one pool. `execute(step)` runs and judges a call and returns (CheckResult, stage)
     with the plain failure kind; `step(step)` also types the failure (Alone) and keeps the test's accounts; `close()`
@@ -155,7 +169,7 @@ class ServingRun:
     the end, so what an example draws never depends on what was checked (the time box, a failure an earlier round
     reported): Hypothesis requires the same choices to draw the same way every time."""
 
-    def __init__(self, target: Target, device: str, test: ServingTest | None = None, start: Guarded | None = None,
+    def __init__(self, target: Target, device: str, test: Accounts | None = None, start: Guarded | None = None,
                  alone: Alone | None = None):
         self.target, self.device, self.test = target, device, test
         self.sem = target.semantics()

@@ -380,32 +380,33 @@ def _serve(conn, overrides: dict[str, str], device: str, env: dict[str, str], lo
     os.environ[kernel_cache.BUILD_LOG] = os.path.join(os.path.dirname(log_path), f"builds-{os.getpid()}.jsonl")
     builds = kernel_cache.BuildLog(os.environ[kernel_cache.BUILD_LOG])
     from fuzz.run.harness import check
-    from fuzz.targets.registry import TARGETS, set_overrides
+    from fuzz.targets.registry import TARGETS, overridden
 
-    set_overrides(overrides)
-    by_name = {t.name: t for t in TARGETS}
+    with overridden(overrides):  # for the process's life
+        by_name = {t.name: t for t in TARGETS}
 
-    def reached(phase: str) -> None:
-        stage.value = STAGES.index(phase)
+        def reached(phase: str) -> None:
+            stage.value = STAGES.index(phase)
 
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:  # the parent is gone
-            return
-        if msg[0] == "stop":
-            return
-        _, name, case = msg
-        stage.value = -1
-        try:
-            result = check(by_name[name], case, device, reached)
-            reply = ("ok", dataclasses.replace(result, phases=kernel_cache.split_compile(result.phases, builds.take())))
-        except Exception as e:  # noqa: BLE001 - reported to the parent, which raises WorkerError
-            reply = ("error", "".join(traceback.format_exception(e)))
-        ended = _stage(stage.value)
-        reached("health probe")
-        conn.send((*reply, ended, _probe(device)))
+        conn.send(("ready", os.getpid()))
+        while True:
+            try:
+                msg = conn.recv()
+            except EOFError:  # the parent is gone
+                return
+            if msg[0] == "stop":
+                return
+            _, name, case = msg
+            stage.value = -1
+            try:
+                result = check(by_name[name], case, device, reached)
+                phases = kernel_cache.split_compile(result.phases, builds.take())
+                reply = ("ok", dataclasses.replace(result, phases=phases))
+            except Exception as e:  # noqa: BLE001 - reported to the parent, which raises WorkerError
+                reply = ("error", "".join(traceback.format_exception(e)))
+            ended = _stage(stage.value)
+            reached("health probe")
+            conn.send((*reply, ended, _probe(device)))
 
 
 def _probe(device: str) -> str | None:

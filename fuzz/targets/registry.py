@@ -1,6 +1,8 @@
 """The target registry: every adapter, grouped by library family."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from fuzz.targets import fla, flashinfer, flashinfer_sm100, sglang
 from fuzz.targets.base import Family, Target
 
@@ -25,11 +27,19 @@ def parse_overrides(specs: list[str] | tuple[str, ...], option: str = "--gdn-tar
     return overrides
 
 
-def set_overrides(overrides: dict[str, str]) -> None:
-    """Point families at override modules ('flashinfer' -> 'my.module'); others back to the real library."""
+@contextmanager
+def overridden(overrides: dict[str, str]):
+    """For the with block, point families at override modules ('flashinfer' -> 'my.module') and the others at the real
+    library; every family goes back to what it was after. An unknown family raises ValueError on entering."""
     unknown = set(overrides) - set(FAMILIES)
     if unknown:
         raise ValueError(f"--gdn-target: unknown famil{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}; "
                          f"expected one of {sorted(FAMILIES)}")
+    before = {name: family.override for name, family in FAMILIES.items()}
     for name, family in FAMILIES.items():
         family.reset(overrides.get(name))
+    try:
+        yield
+    finally:
+        for name, family in FAMILIES.items():
+            family.reset(before[name])

@@ -1,12 +1,12 @@
-"""The pytest hooks that write --gdn-events (fuzz.run.events). fuzz.run.plugin registers one `TestEvents` per run, in
+"""The pytest hooks that write --gdn-events (fuzz.run.events). fuzz.suite.plugin registers one `TestEvents` per run, in
 the process that runs the tests: a plain run, or each xdist worker (the controller runs none). The `count` events come
 from the session itself (FuzzSession.example), as a fuzz test checks its examples."""
 from __future__ import annotations
 
 import pytest
 
-from fuzz.run.serving_rounds import OP as SERVING
-from fuzz.run.session import FuzzSession
+from fuzz.suite.serving import OP as SERVING
+from fuzz.suite.session import FuzzSession
 from fuzz.targets.base import Target
 
 

@@ -1,6 +1,10 @@
 """The pytest side of a fuzz run: options, the session, target parametrization, fuzz tests run in rounds, corpus
 entries and sanitizer reports for findings, the run summary and --gdn-report, merged over pytest-xdist workers, and
-the progress events (--gdn-events, fuzz.run.event_hooks).
+the progress events (--gdn-events, fuzz.suite.event_hooks).
+
+The session (fuzz.suite.session.FuzzSession) is kept on pytest's config (`session_of`), never in a module global: the
+hooks read it there, and each fuzz and serving test is given it as a parameter beside its target (`gdn_session`), so
+that its body takes no pytest fixture and HypoFuzz can run it as it is.
 
 This module is gdn-fuzz's pytest11 entry point, so pytest loads it wherever gdn-fuzz is installed. It is dormant
 until fuzz/conftest.py wakes it (`wake`): a run that collects none of the fuzz suites gets the --gdn-* options and
@@ -19,6 +23,7 @@ import json
 import os
 import sys
 from collections import Counter, defaultdict
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,12 +34,9 @@ from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run import kernel_cache
 from fuzz.run.events import EventLog, path_for
 from fuzz.run.report import FailedTest, RunReport, merge_parts
-from fuzz.run.session import FuzzSession, Options, resumable
 from fuzz.run.worker import DEFAULT_TIMEOUT
+from fuzz.suite.session import FuzzSession, Options, resumable
 
-# The session the fuzz test bodies reach (fuzz.run.session.active_session): they take no pytest fixture, so that
-# HypoFuzz can run them outside pytest's hooks. The hooks themselves read the session from config.stash.
-ACTIVE: FuzzSession | None = None
 NOTHING_RAN = 5  # pytest's "no tests collected" status: fuzz tests were selected, none checked an example
 OURS = pytest.StashKey[bool]()  # fuzz/conftest.py woke the plugin: the fuzz suites are in this run
 SESSION = pytest.StashKey[FuzzSession]()
@@ -70,6 +72,13 @@ def _session(config) -> FuzzSession | None:
     return config.stash.get(SESSION, None)
 
 
+def session_of(config) -> FuzzSession:
+    """The run's session, which pytest_configure keeps on the config (for fuzz/test_corpus.py's parameters)."""
+    if (session := _session(config)) is None:
+        raise RuntimeError("no gdn-fuzz session: run the fuzz tests through pytest (fuzz/conftest.py configures it)")
+    return session
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("gdn-fuzz")
     add = group.addoption
@@ -99,7 +108,7 @@ def pytest_addoption(parser):
     add("--gdn-no-shrink", action="store_true", default=False,
         help="report each distinct failure's first case, without shrinking (triage runs)")
     add("--gdn-masks", default="release", choices=MASK_POLICIES,
-        help="known-bug masks (fuzz/model/known_bugs.py): 'release' masks the bugs known for the installed "
+        help="known-bug masks (fuzz/targets/known_bugs.py): 'release' masks the bugs known for the installed "
              "release (default), 'all' every known bug (the upgrade gate), 'none' none (hunting)")
     add("--gdn-unmask", action="store_const", const="none", dest="gdn_masks", help="the same as --gdn-masks=none")
     add("--gdn-db", default=None, metavar="DIR|redis://HOST:PORT",
@@ -163,7 +172,6 @@ def _workers(config, value: str) -> int:
 
 @pytest.hookimpl(tryfirst=True)  # before Hypothesis's own, which meets an unknown profile with a traceback (exit 3)
 def pytest_configure(config):
-    global ACTIVE
     if not _ours(config):
         return
     from hypothesis import settings
@@ -190,13 +198,15 @@ def pytest_configure(config):
         cache = kernel_cache.configure(config.getoption("gdn_kernel_cache"))  # before any target loads its library
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
-    from fuzz.targets.registry import FAMILIES, parse_overrides, set_overrides  # after TRITON_INTERPRET is settled
+    from fuzz.targets.registry import FAMILIES, overridden, parse_overrides  # after TRITON_INTERPRET is settled
 
     try:
         overrides = parse_overrides(config.getoption("gdn_target"))
-        set_overrides(overrides)
+        restore = ExitStack()  # the families go back to what they were when the run ends (pytest_unconfigure)
+        restore.enter_context(overridden(overrides))
     except ValueError as e:
         raise pytest.UsageError(str(e)) from e
+    config.add_cleanup(restore.close)
     for family in overrides:
         try:
             FAMILIES[family].api()
@@ -228,12 +238,12 @@ def pytest_configure(config):
                       live_log=Path(p) if (p := config.getoption("gdn_live_log")) else None,
                       seed=_int_or_none(config.getoption("hypothesis_seed", None)),
                       resume=Path(p) if (p := config.getoption("gdn_resume")) else None, kernel_cache=cache)
-    ACTIVE = config.stash[SESSION] = FuzzSession(profile, budget, options)
+    session = config.stash[SESSION] = FuzzSession(profile, budget, options)
     config.stash[WORKERS] = Workers()
-    config.pluginmanager.register(FailedTests(ACTIVE), "gdn_fuzz_failed_tests")
+    config.pluginmanager.register(FailedTests(session), "gdn_fuzz_failed_tests")
     examples = (f"{options.examples} examples per fuzz test (--gdn-examples)" if options.examples else
                 f"{settings.default.max_examples} examples per fuzz test (the {profile} profile's)")
-    ACTIVE.report.time_box = examples + "; " + (
+    session.report.time_box = examples + "; " + (
         f"time box: {given:g} s per fuzz test (--gdn-test-seconds), then up to {options.shrink_seconds:g} s to shrink "
         "what its last round found" if given else f"time bound: {options.bound_seconds:g} s per fuzz test, shrinking "
         f"included (the {profile} profile's; --gdn-test-seconds sets a time box)")
@@ -246,7 +256,7 @@ def pytest_sessionstart(session):
     fuzz, config = _session(session.config), session.config
     if fuzz is None or not (path := config.getoption("gdn_events")) or config.pluginmanager.has_plugin("dsession"):
         return
-    from fuzz.run.event_hooks import TestEvents
+    from fuzz.suite.event_hooks import TestEvents
 
     worker = getattr(config, "workerinput", {}).get("workerid")
     fuzz.events = EventLog(path_for(Path(path), worker))
@@ -329,7 +339,7 @@ def visible_gpus() -> list[str]:
 def pytest_generate_tests(metafunc):
     spec = getattr(metafunc.function, "gdn", None)
     op = spec.op if spec else None
-    serving = getattr(metafunc.function, "gdn_serving", False)  # fuzz.run.serving: every op of a target, one pool
+    serving = getattr(metafunc.function, "gdn_serving", False)  # fuzz.suite.serving: every op of a target, one pool
     if (op is None and not serving) or "target" not in metafunc.fixturenames or \
             (session := _session(metafunc.config)) is None:
         return
@@ -352,14 +362,15 @@ def pytest_generate_tests(metafunc):
         elif masked:
             marks.append(pytest.mark.skip(reason=f"{target.name} unavailable for {op or 'serving'}: {masked}"))
         shards = metafunc.config.getoption("gdn_shards")
-        params += [pytest.param(target, id=target.name if shards == 1 else f"{target.name}-shard{k}", marks=marks)
-                   for k in range(shards)]
-    metafunc.parametrize("target", params)
+        params += [pytest.param(target, session, id=target.name if shards == 1 else f"{target.name}-shard{k}",
+                                marks=marks) for k in range(shards)]
+    metafunc.parametrize(("target", "gdn_session"), params)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
-    """A fuzz test runs in rounds (fuzz.run.session); its distinct failures fail it with one line each."""
+    """A fuzz test runs in rounds (fuzz.suite.session, fuzz.suite.rounds); its distinct failures fail it with one line
+    each."""
     fn, config = pyfuncitem.obj, pyfuncitem.config
     if getattr(fn, "gdn", None) is None or (session := _session(config)) is None:
         return None

@@ -1,16 +1,14 @@
 """A fuzz run: the profile's budget, the run's options, the report, and how one fuzz test spends its time.
 
-A fuzz test is a Hypothesis test (`fuzz_test`) run in rounds (`FuzzSession.run_test`): each round is one Hypothesis
-run with its own seed, sized to the examples and seconds left. Hypothesis stops generating soon after a round's
-first failure and shrinks what it found; the round's shrunk failures are reported, and the next round carries on
-generating, raising only failures whose key (kind x dispatch bucket x cause, fuzz.judge.failures) no earlier round
-reported. So an easy early bug does not hide the others, and each distinct failure is shrunk on its own.
+A fuzz test is a Hypothesis test (`fuzz_test`) run in rounds (`FuzzSession.run_test`) by the suite's rounds engine
+(fuzz.suite.rounds): each round is one Hypothesis run of the test body with its own seed, sized to the examples and
+seconds left, raising only failures whose key no earlier round reported, so each distinct failure is shrunk on its
+own. Past the time box (--gdn-test-seconds) a case not checked before is not checked (Hypothesis finishes the round
+on draws alone). Results are cached per case, so a case Hypothesis replays (its final replay of a shrunk failure, or a
+case drawn again) is not run twice and gives the same verdict.
 
-The time box (--gdn-test-seconds) bounds a test's wall time: no round starts after it, a round is sized to end by it,
-and past it a case not checked before is not checked (Hypothesis finishes the round on draws alone). A round that
-found a failure may check new cases for --gdn-shrink-seconds more, to shrink it. Results are cached per case, so a
-case Hypothesis replays (its final replay of a shrunk failure, or a case drawn again) is not run twice and gives the
-same verdict.
+The session is kept on pytest's config (fuzz.suite.plugin.session_of); the plugin hands it to each fuzz test beside
+its target (the `gdn_session` parameter), so a test body takes no pytest fixture and HypoFuzz can run it as it is.
 
 Before its rounds, a test given an earlier run's live log (--gdn-resume) finishes the shrinks that run's time box cut
 off: each failure it logged on the test's target and operation and did not report minimal is reduced from its
@@ -23,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import hypothesis
@@ -41,10 +39,11 @@ from fuzz.run.failure_key import FailureKey
 from fuzz.run.harness import check
 from fuzz.run.kernel_cache import KernelCache
 from fuzz.run.reduce import reduce
-from fuzz.run.report import FailureRecord, FinishedTest, LoggedFailure, RunReport, live_log
+from fuzz.run.report import FailureRecord, LoggedFailure, RunReport, live_log
 from fuzz.run.report import load as load_report
-from fuzz.run.result import CheckResult, Failure, failures_in
+from fuzz.run.result import CheckResult, Failure
 from fuzz.run.worker import DEFAULT_TIMEOUT, attributed, check_isolated, worker_for
+from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds, seed_of
 from fuzz.targets.base import Target
 from fuzz.targets.unsupported import UnsupportedHere
 
@@ -71,57 +70,6 @@ class Options:
     resume: Path | None = None  # an earlier run's live log, whose cut-off shrinks each test finishes first
     kernel_cache: KernelCache | None = None  # where compiled kernels are kept (fuzz.run.kernel_cache)
 
-
-@dataclass
-class TestRun:
-    """The state of one fuzz test while its rounds run."""
-
-    nodeid: str
-    target: Target
-    op: str
-    started: float
-    deadline: float | None  # end of the time box (monotonic)
-    reported: dict = field(default_factory=dict)  # failure key -> FailureRecord, from earlier rounds
-    first_hits: dict = field(default_factory=dict)  # failure key -> (seconds from start, examples before)
-    hits: dict = field(default_factory=dict)  # failure key -> examples that hit it
-    round_failed_at: float | None = None  # when the current round first failed
-    drawn: int = 0  # examples drawn in generation (cached or checked; not shrink steps): the examples budget
-    checked: int = 0  # of them, checked (not cached)
-    seconds_checking: float = 0.0
-    rounds: int = 0
-    boxed: bool = False  # the time box (or the profile's bound) stopped it
-    shrink_seconds: float = 120.0
-    cap: float | None = None  # the profile's bound, where no time box is given (monotonic)
-
-    def running(self, now: float) -> bool:
-        """Before the end of its time box and of its profile's bound: another round may start."""
-        return all(t is None or now < t for t in (self.deadline, self.cap))
-
-    def may_check(self, now: float) -> bool:
-        if self.cap is not None and now >= self.cap:
-            self.boxed = True
-            return False
-        if self.deadline is None or now < self.deadline:
-            return True
-        self.boxed = True
-        return self.round_failed_at is not None and now < self.round_failed_at + self.shrink_seconds
-
-    @property
-    def seconds_per_example(self) -> float | None:
-        return self.seconds_checking / self.checked if self.checked else None
-
-
-
-def round_size(test, left: int, first: int) -> int:
-    """Examples for a test's next round: what fits in the time left at its cost so far (`first` before that is
-    known), at least one, at most `left`. `test` has `deadline` (monotonic, or None: no time box) and
-    `seconds_per_example`."""
-    if test.deadline is None:
-        return left
-    per = test.seconds_per_example
-    if per is None:
-        return min(left, first)
-    return max(1, min(left, int((test.deadline - time.monotonic()) / max(per, 1e-3))))
 
 class FuzzSession:
     def __init__(self, profile: str, budget: Budget, options: Options = Options()):
@@ -200,9 +148,7 @@ class FuzzSession:
                 test.checked += 1
                 test.seconds_checking += seconds
             if result.failure is not None:
-                k = result.failure.key
-                test.first_hits.setdefault(k, (now - test.started, test.checked))
-                test.hits[k] = test.hits.get(k, 0) + 1
+                test.record_hit(result.failure.key, now)
             if self.events is not None:
                 self.events.count(test.nodeid, test.checked, len(test.hits))
         if result.failure is not None:
@@ -216,14 +162,7 @@ class FuzzSession:
 
     def raises(self, failure: Failure) -> bool:
         """Does this failure fail the current Hypothesis run? Not when an earlier round reported its key."""
-        test = self._test
-        if test is None:
-            return True
-        if failure.key in test.reported:
-            return False
-        if test.round_failed_at is None:
-            test.round_failed_at = time.monotonic()
-        return True
+        return self._test is None or self._test.raises(failure.key)
 
     def _log(self, target: Target, failure: Failure) -> None:
         if self.options.live_log:
@@ -235,50 +174,30 @@ class FuzzSession:
         """Run the fuzz test `test_fn` (fuzz_test's) in rounds; return its distinct shrunk failures."""
         if self.options.isolate:  # the worker's start (interpreter, torch, CUDA) is not the test's time
             worker_for(target.device(self.budget.device), self.options.timeout).ensure_started()
-        now = time.monotonic()
-        box = self.options.test_seconds
-        bound = None if box else self.options.bound_seconds
-        test = self._test = TestRun(nodeid, target, op, now, now + box if box else None,
-                                     shrink_seconds=self.options.shrink_seconds, cap=now + bound if bound else None)
+        test = self._test = TestRun.start(nodeid, target, op, self.options.test_seconds, self.options.shrink_seconds,
+                                          self.options.bound_seconds)
         budget = self.options.examples or settings.default.max_examples
-        base_seed = self.options.seed if self.options.seed is not None else _seed_of(nodeid, self.profile)
+        base_seed = self.options.seed if self.options.seed is not None else seed_of(nodeid, self.profile)
         try:
             self._resume(test)
-            while budget - test.drawn > 0 and test.running(time.monotonic()):
-                drawn = test.drawn
-                self._round(test, test_fn, round_size(test, budget - test.drawn, FIRST_ROUND), base_seed)
-                if test.drawn == drawn:  # a round that drew nothing new (its search space is exhausted)
-                    break
+            run_rounds(test, budget, FIRST_ROUND, lambda examples: self._round(test, test_fn, examples, base_seed),
+                       self.report)
         finally:
             self._test = None
-        if not test.running(time.monotonic()) and test.drawn < budget:
-            test.boxed = True  # the time, not the examples budget, ended it
-        self.report.tests[nodeid] = FinishedTest(target.name, op, test.rounds, test.checked,
-                                                 round(time.monotonic() - test.started, 2), box, bound, test.boxed,
-                                                 tuple(test.reported))
         return list(test.reported.values())
 
-    def _round(self, test: TestRun, test_fn, examples: int, base_seed: int) -> None:
-        first = test.rounds == 0
-        phases = [p for p in settings.default.phases
-                  if (first or p not in (hypothesis.Phase.explicit, hypothesis.Phase.reuse))
-                  and (self.options.shrink or p is not hypothesis.Phase.shrink)]
+    def _round(self, test: TestRun, test_fn, examples: int, base_seed: int) -> list:
+        """One round: the test body under the round's settings and seed; its new distinct failures reported."""
         inner = test_fn.gdn.inner
         # Hypothesis's pytest plugin gives each parametrized test its own database key the same way.
         inner._hypothesis_internal_add_digest = test.nodeid.encode()
         # settings outermost: @seed applied last would turn the example database off.
-        run = settings(settings.default, max_examples=examples, phases=phases)(seed(base_seed + test.rounds)(
-            given(data=st.data())(inner)))
-        test.rounds += 1
-        test.round_failed_at = None
-        try:
-            run(target=test.target)
-        except Exception as error:  # findings are sorted out below, anything else is re-raised
-            found = failures_in(error)
-            if not found:
-                raise
-            for failure in found:
-                self._reported(test, failure)
+        run = settings(settings.default, max_examples=examples,
+                       phases=phases(settings.default, test, self.options.shrink))(
+            seed(base_seed + test.rounds)(given(data=st.data())(inner)))
+        for failure in hypothesis_round(test, lambda: run(target=test.target, gdn_session=self)):
+            self._reported(test, failure)
+        return []
 
     def _reported(self, test: TestRun, failure: Failure) -> None:
         """Report a distinct failure once: its minimal case re-checked, and an isolated crash attributed to the call
@@ -350,12 +269,6 @@ def _origin(target: Target) -> str:
     return f"override {target.family.override}" if target.overridden else "installed"
 
 
-def _seed_of(nodeid: str, profile: str) -> int:
-    import hashlib
-
-    return int.from_bytes(hashlib.sha256(f"{profile}:{nodeid}".encode()).digest()[:4], "big")
-
-
 def _is_final() -> bool:
     try:
         return current_build_context().is_final
@@ -363,22 +276,14 @@ def _is_final() -> bool:
         return False
 
 
-def active_session() -> FuzzSession:
-    """The session of the running pytest process (set by fuzz.run.plugin at configure time)."""
-    from fuzz.run import plugin
-
-    if plugin.ACTIVE is None:
-        raise RuntimeError("no gdn-fuzz session: run the fuzz tests through pytest (fuzz/conftest.py configures it)")
-    return plugin.ACTIVE
-
-
 def fuzz_test(op: str, large: bool = False):
-    """The Hypothesis test for one operation; fuzz/conftest.py parametrizes `target` over the registry. It takes no
-    pytest fixture beside `target`, so HypoFuzz can run it as it is. `large`: pools whose top slot offsets pass int32
-    (8 GiB on a GPU), in a test of their own so they are drawn often and hold GPU memory one at a time."""
+    """The Hypothesis test for one operation; fuzz.suite.plugin parametrizes `target` over the registry, with the run's
+    session beside it (`gdn_session`). It takes no pytest fixture, so HypoFuzz can run it as it is. `large`: pools
+    whose top slot offsets pass int32 (8 GiB on a GPU), in a test of their own so they are drawn often and hold GPU
+    memory one at a time."""
 
-    def test(target: Target, data) -> None:
-        session = active_session()
+    def test(target: Target, gdn_session: FuzzSession, data) -> None:
+        session = gdn_session
         case = data.draw(cases(target, op, session.budget, session.bugs(target), large), label="case")
         result = session.example(target, op, case)
         if result is None:  # past the time box: drawn, not checked

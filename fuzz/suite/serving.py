@@ -1,9 +1,9 @@
 """Serving sequences as a test: the state machine (fuzz.generate.serving) over one target, its calls run and judged by
-fuzz.run.serving, in rounds as a fuzz test runs (fuzz.run.session), into the run report.
+fuzz.run.serving, in rounds by the engine the fuzz tests use (fuzz.suite.rounds), into the run report.
 
 Its budget is the fuzz tests' in calls: --gdn-examples (else the profile's max_examples) calls, in sequences of up to
-STEPS. Each round is one Hypothesis run with its own seed, sized to the time left; it stops generating at its first
-failure and shrinks it, and the next round draws on, raising only failure keys no earlier round reported.
+STEPS. Each round is one Hypothesis run of the machine with its own seed, sized to the time left; it stops generating
+at its first failure and shrinks it, and the next round draws on, raising only failure keys no earlier round reported.
 
 The time box (--gdn-test-seconds) stops generation: no round starts after it, a round is sized to end by it, and past
 it no call is checked (its steps are drawn, not run), except to shrink a failure of the round for --gdn-shrink-seconds
@@ -17,7 +17,7 @@ found. A failing call of the installed library is still re-run alone in a fresh 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import hypothesis
 import pytest
@@ -27,9 +27,10 @@ from hypothesis.stateful import run_state_machine_as_test
 from fuzz.generate.profiles import Budget
 from fuzz.generate.serving import STEPS, Step, serving_machine
 from fuzz.run.report import FailureRecord, FinishedTest, RunReport
-from fuzz.run.result import CheckResult, Failure, failures_in
+from fuzz.run.result import CheckResult, Failure
 from fuzz.run.serving import Alone, ServingRun, final_replay, shortest
-from fuzz.run.session import TestRun, _seed_of, active_session, round_size
+from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds, seed_of
+from fuzz.suite.session import FuzzSession
 from fuzz.targets.base import Target
 from fuzz.targets.unsupported import UnsupportedHere
 
@@ -39,8 +40,9 @@ FIRST_ROUND = 4  # sequences in a time-boxed test's first round, before its cost
 
 @dataclass
 class ServingTest(TestRun):
-    """A serving test's accounts, as a fuzz test's (fuzz.run.session.TestRun: time box, rounds, hits, reported keys),
-    counting sequences as its examples, plus the calls checked and the run report the calls go to."""
+    """A serving test's accounts, as a fuzz test's (fuzz.suite.rounds.TestRun: time box, rounds, hits, reported keys),
+    counting sequences as its examples, plus the calls checked and the run report the calls go to. fuzz.run.serving
+    keeps them through its `Accounts` methods."""
 
     report: RunReport | None = None
     calls: int = 0  # calls checked in generation
@@ -50,9 +52,7 @@ class ServingTest(TestRun):
     def start(cls, nodeid: str, target: Target, report: RunReport | None = None, box: float | None = None,
               shrink_seconds: float = 120.0, bound: float | None = None) -> ServingTest:
         """`box`: the time box (--gdn-test-seconds); `bound`: the profile's bound where no box is given."""
-        now = time.monotonic()
-        return cls(nodeid, target, OP, now, None if box is None else now + box, shrink_seconds=shrink_seconds,
-                   report=report, cap=now + bound if bound and box is None else None)
+        return super().start(nodeid, target, OP, box, shrink_seconds, bound, report=report)
 
     def may_check_now(self) -> bool:
         """Inside the box, or shrinking a failure of this round for shrink_seconds more; a final replay always."""
@@ -78,14 +78,18 @@ class ServingTest(TestRun):
     def hit(self, failure: Failure, steps: tuple, reproduced: bool | None) -> bool:
         """A step failed with `failure` after `steps` (`reproduced`: whether the call fails alone; None: not run
         alone). Whether it fails the Hypothesis run: not when an earlier round reported its key."""
-        key = failure.key
-        self.first_hits.setdefault(key, (time.monotonic() - self.started, self.checked))
-        self.hits[key] = self.hits.get(key, 0) + 1
-        if key in self.reported:
+        self.record_hit(failure.key, time.monotonic())
+        if not self.raises(failure.key):
             return False
-        self.round_failed_at = self.round_failed_at or time.monotonic()
-        self.last[key] = (failure, steps, reproduced)
+        self.last[failure.key] = (failure, steps, reproduced)
         return True
+
+    def new_round(self) -> None:
+        super().new_round()
+        self.last = {}
+
+    def summary(self) -> FinishedTest:
+        return replace(super().summary(), calls=self.calls)
 
 
 @dataclass(frozen=True)
@@ -99,8 +103,8 @@ class SequenceFailure:
 def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: ServingTest, examples: int,
                 steps: int = STEPS, base: settings | None = None, seed_: int | None = None, shrink: bool = True,
                 timeout: float | None = None) -> list[SequenceFailure]:
-    """Run the serving machine on `target` for `examples` sequences of up to `steps` calls, in rounds as a fuzz test
-    runs (fuzz.run.session: each round one Hypothesis run, sized to the time box, raising only failure keys no earlier
+    """Run the serving machine on `target` for `examples` sequences of up to `steps` calls, in rounds
+    (fuzz.suite.rounds: each round one Hypothesis run, sized to the time box, raising only failure keys no earlier
     round reported); settings from `base` (default the active profile's). Returns each distinct failure with its
     shortest sequence. shrink=False: neither Hypothesis' shrinking nor the deletion of unneeded calls (`shortest`),
     as --gdn-no-shrink."""
@@ -108,47 +112,23 @@ def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: 
     machine = serving_machine(target, budget, bugs, lambda: ServingRun(target, device, test, alone=alone))
     machine._hypothesis_internal_add_digest = test.nodeid.encode()  # one database key per test, as @given tests get
     base = base or settings.default
-    found: list[SequenceFailure] = []
-    while examples - test.drawn > 0 and test.running(time.monotonic()):
-        drawn = test.drawn
-        size = round_size(test, examples - test.drawn, FIRST_ROUND)
-        found += _round(machine, test, base, size, steps, seed_, shrink, alone, device)
-        if test.drawn == drawn:  # nothing new to draw
-            break
-    if not test.running(time.monotonic()) and test.drawn < examples:
-        test.boxed = True
-    if test.report is not None:
-        test.report.tests[test.nodeid] = FinishedTest(
-            target.name, OP, test.rounds, test.checked, round(time.monotonic() - test.started, 2),
-            None if test.deadline is None else round(test.deadline - test.started, 3),
-            None if test.cap is None else round(test.cap - test.started, 3), test.boxed, tuple(test.reported),
-            test.calls)
-    return found
+    return run_rounds(test, examples, FIRST_ROUND,
+                      lambda size: _round(machine, test, base, size, steps, seed_, shrink, alone, device), test.report)
 
 
 def _round(machine, test: ServingTest, base: settings, examples: int, steps: int, seed_: int | None, shrink: bool,
            alone: Alone, device: str) -> list[SequenceFailure]:
     """One Hypothesis run of the machine; its new distinct failures, each with its calls deleted where it can."""
-    # explicit and reuse in the first round only, as in fuzz tests; no explain phase: it replays variations of a
-    # shrunk sequence without a stall limit and says nothing a list of calls does not
-    replayed = (hypothesis.Phase.explicit, hypothesis.Phase.reuse)
-    phases = [p for p in base.phases if (test.rounds == 0 or p not in replayed) and p is not hypothesis.Phase.explain
-              and (shrink or p is not hypothesis.Phase.shrink)]
+    # no explain phase: it replays variations of a shrunk sequence without a stall limit and says nothing a list of
+    # calls does not
+    round_phases = phases(base, test, shrink, explain=False)
     if seed_ is not None:
         machine = seed(seed_ + test.rounds)(machine)
-    test.rounds += 1
-    test.round_failed_at, test.last = None, {}
-    raised = []
-    try:
-        run_state_machine_as_test(machine, settings=settings(base, max_examples=examples, stateful_step_count=steps,
-                                                             phases=phases))
-    except Exception as error:  # findings are sorted out here, anything else is re-raised
-        raised = failures_in(error)
-        if not raised:
-            raise
+    raised = hypothesis_round(test, lambda: run_state_machine_as_test(
+        machine, settings=settings(base, max_examples=examples, stateful_step_count=steps, phases=round_phases)))
     found, end = [], time.monotonic() + test.shrink_seconds  # deleting calls: shrink_seconds more at most
     # Each failure's last raise is its smallest: the shrinker only tries smaller ones, then replays the smallest.
-    minimal = hypothesis.Phase.shrink in phases and test.may_check(time.monotonic())  # shrinking ran to its end
+    minimal = hypothesis.Phase.shrink in round_phases and test.may_check(time.monotonic())  # shrinking ran to its end
     for key in dict.fromkeys(f.key for f in raised):
         failure, sequence, reproduced = shortest(test.target, device, test.last[key], alone,
                                                  lambda: time.monotonic() < end) if shrink else test.last[key]
@@ -163,11 +143,12 @@ def _round(machine, test: ServingTest, base: settings, examples: int, steps: int
 
 # ---- the pytest test -------------------------------------------------------------------------------------------
 def serving_test():
-    """The pytest test of fuzz/test_serving.py; fuzz.run.plugin parametrizes `target` over the registry (the
-    gdn_serving attribute). Seeded from the test id, as fuzz tests are, unless --hypothesis-seed is given."""
+    """The pytest test of fuzz/test_serving.py; fuzz.suite.plugin parametrizes `target` over the registry, with the
+    run's session beside it (`gdn_session`), where it sees the gdn_serving attribute. Seeded from the test id, as fuzz
+    tests are, unless --hypothesis-seed is given."""
 
-    def test_serving(target: Target, request) -> None:
-        session = active_session()  # the target is available: fuzz.run.plugin skips the others
+    def test_serving(target: Target, gdn_session: FuzzSession, request) -> None:
+        session = gdn_session  # the target is available: fuzz.suite.plugin skips the others
         options, nodeid = session.options, request.node.nodeid
         test = ServingTest.start(nodeid, target, session.report, options.test_seconds, options.shrink_seconds,
                                  options.bound_seconds)
@@ -176,7 +157,7 @@ def serving_test():
         try:
             found = run_serving(target, session.budget, bugs, target.device(session.budget.device), test,
                                 examples=max(1, calls // STEPS), shrink=options.shrink, timeout=options.timeout,
-                                seed_=options.seed if options.seed is not None else _seed_of(nodeid, session.profile))
+                                seed_=options.seed if options.seed is not None else seed_of(nodeid, session.profile))
         except UnsupportedHere as e:  # the library does not support this device: unavailable, not a finding
             pytest.skip(session.unsupported_here(target, str(e)))
         if found:
