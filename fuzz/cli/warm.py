@@ -16,7 +16,6 @@ from fuzz.cli.main import BAD_INPUT, Parser
 from fuzz.generate.profiles import PROFILES, budget_for
 from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run import warm
-from fuzz.run.warm import manifest_key, plan_digest, run_units, units_for, write_manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,23 +57,23 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [t for t in TARGETS if args.k in t.name]
         if not chosen:
             p.exit(BAD_INPUT, f"gdn-fuzz warm: error: -k {args.k!r} selects no target\n")
-        units, skipped = units_for(chosen, budget, args.masks)
+        units, skipped = warm.units_for(chosen, budget, args.masks)
         for name, why in sorted(skipped.items()):
             print(f"{name}: not warmed: {why}")
         if not units:
             print("gdn-fuzz warm: nothing to compile: no selected target is available here", file=sys.stderr)
             return 1
         began = time.monotonic()
-        progress = run_units(units, budget.device, args.jobs, args.timeout)
+        progress = warm.run_units(units, budget.device, args.jobs, args.timeout)
         seconds = time.monotonic() - began
         by_name = {t.name: t for t in TARGETS}
         pairs = sorted({(u.target, u.op) for u in units})
         meta = {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cases": progress.total,
                 "seconds": round(seconds, 1), "jobs": args.jobs}
-        entries = {manifest_key(args.profile, args.masks, name, op): plan_digest(by_name[name], op, budget, args.masks)
-                   for name, op in pairs}
+        entries = {warm.manifest_key(args.profile, args.masks, name, op):
+                   warm.plan_digest(by_name[name], op, budget, args.masks) for name, op in pairs}
         for directory in cache.directories.values():
-            write_manifest(directory, entries, meta)
+            warm.write_manifest(directory, entries, meta)
         print(f"gdn-fuzz warm: {progress.total} cases of {len(units)} planned buckets ({len(pairs)} target x operation "
               f"pairs) in {seconds:.1f} s with {args.jobs} processes; {progress.failed} failed (not judged here: the "
               f"fuzz run finds and shrinks them); {cache.describe()}")
