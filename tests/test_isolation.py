@@ -41,8 +41,11 @@ def verify(T: int) -> Case:
     return Case.parse(f"verify-B1-T{T}-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]-nol2")
 
 
+POOL = worker.WorkerPool()  # this module's workers, as a session holds its own
+
+
 def isolated_check(target, case, timeout=TIMEOUT):
-    result = worker.check_isolated(target, case, "cpu", timeout)  # what the session calls under --gdn-isolate
+    result = POOL.check(target, case, "cpu", timeout)  # what the session calls under --gdn-isolate
     result.raise_failure()
     return result
 
@@ -56,7 +59,7 @@ def isolated():
     """The session-cached CPU worker for the crashing stand-in (the parent process imports it too)."""
     before = {name: f.override for name, f in FAMILIES.items() if f.override}
     with overridden({**before, "flashinfer": "tests.crashing_standin"}):
-        w = worker.worker_for("cpu", TIMEOUT)
+        w = POOL.worker_for("cpu", TIMEOUT)
         yield w
         w.stop()
 
@@ -70,7 +73,7 @@ def test_isolated_check_brings_back_its_error_ratios(isolated):
     passed = isolated_check(MTP, verify(6))
     assert {c.kind for c in passed.comparisons} == {"output", "state"}
     assert all(0 <= c.ratio < 1 for c in passed.comparisons)
-    failed = worker.check_isolated(MTP, verify(5), "cpu", TIMEOUT)  # answers wrong: the failing comparison too
+    failed = POOL.check(MTP, verify(5), "cpu", TIMEOUT)  # answers wrong: the failing comparison too
     assert failed.failure.kind == "OutputMismatch" and max(c.ratio for c in failed.comparisons) > 1
 
 
@@ -167,8 +170,8 @@ def test_verdict_failure_comes_back_as_its_own_class(isolated):
 
 
 def test_workers_are_cached_per_overrides_and_device(isolated):
-    assert worker.worker_for("cpu") is isolated
-    assert worker.worker_for("cuda") is not isolated  # not started: workers start on their first call
+    assert POOL.worker_for("cpu") is isolated
+    assert POOL.worker_for("cuda") is not isolated  # not started: workers start on their first call
     with pytest.raises(ValueError, match="registry targets only"):
         isolated.check("not-a-target", verify(1))
 
@@ -189,13 +192,14 @@ def reported(failure: Failure, monkeypatch) -> tuple[FailureRecord, list]:
     monkeypatch.setattr(FreshWorkers, "made", [])
     monkeypatch.setattr(worker, "Worker", FreshWorkers)
     fuzz = fuzz_session.FuzzSession("ci", BUDGETS["ci"], fuzz_session.Options(isolate=True, timeout=TIMEOUT))
+    fuzz.workers = POOL  # the session whose worker found it
     fuzz._reported(TestRun("test_verify", MTP, "verify", time.monotonic(), None), failure)
     [record] = fuzz.report.failures
     return record, FreshWorkers.made
 
 
 def test_a_crash_in_the_kernel_call_is_attributed_to_it_and_reproduces_alone(isolated, monkeypatch):
-    crash = worker.check_isolated(MTP, verify(2), "cpu", TIMEOUT).failure
+    crash = POOL.check(MTP, verify(2), "cpu", TIMEOUT).failure
     assert crash.cause == "worker died in the kernel call (exit code N)", crash.cause
     record, made = reported(crash, monkeypatch)
     found = record.failure.attribution
@@ -208,7 +212,7 @@ def test_a_crash_in_the_kernel_call_is_attributed_to_it_and_reproduces_alone(iso
 
 def test_a_crash_only_after_its_previous_case_names_that_case(isolated, monkeypatch):
     isolated_check(MTP, verify(7))  # answers right, and the next call in this worker segfaults
-    crash = worker.check_isolated(MTP, verify(1), "cpu", TIMEOUT).failure
+    crash = POOL.check(MTP, verify(1), "cpu", TIMEOUT).failure
     assert crash.kind == "KernelCrash" and crash.attribution == CrashAttribution("kernel call", verify(7))
     record, made = reported(crash, monkeypatch)
     found = record.failure.attribution

@@ -425,51 +425,51 @@ def _probe(device: str) -> str | None:
     return None
 
 
-# ---- session-wide workers -----------------------------------------------------------------------
-_WORKERS: dict[tuple, Worker] = {}
-
-
+# ---- a session's workers -------------------------------------------------------------------------------------------
 def current_overrides() -> dict[str, str]:
     from fuzz.targets.registry import FAMILIES
 
     return {name: f.override for name, f in sorted(FAMILIES.items()) if f.override}
 
 
-def worker_for(device: str, timeout: float | None = None) -> Worker:
-    """The cached worker for the current family overrides and this device (restarted only after crashes)."""
-    overrides = current_overrides()
-    key = (tuple(overrides.items()), device)
-    worker = _WORKERS.get(key)
-    if worker is None:
-        worker = _WORKERS[key] = Worker(overrides, device, DEFAULT_TIMEOUT if timeout is None else timeout)
-    elif timeout is not None:
-        worker.timeout = timeout
-    return worker
+class WorkerPool:
+    """The isolated workers of one session (fuzz.suite.session holds one), one per (family overrides, device): each
+    starts at its first call and restarts only after a crash. All are closed at exit, before multiprocessing's own exit
+    hook (registered earlier, so it runs later)."""
 
+    def __init__(self):
+        self._workers: dict[tuple, Worker] = {}
+        atexit.register(self.close)
 
-def check_isolated(target, case: Case, device: str, timeout: float | None = None) -> CheckResult:
-    """`fuzz.run.harness.check` through the cached worker."""
-    return worker_for(device, timeout).check(target, case)
+    def worker_for(self, device: str, timeout: float | None = None) -> Worker:
+        """The worker for the current family overrides and this device."""
+        overrides = current_overrides()
+        key = (tuple(overrides.items()), device)
+        worker = self._workers.get(key)
+        if worker is None:
+            worker = self._workers[key] = Worker(overrides, device, DEFAULT_TIMEOUT if timeout is None else timeout)
+        elif timeout is not None:
+            worker.timeout = timeout
+        return worker
 
+    def check(self, target, case: Case, device: str, timeout: float | None = None) -> CheckResult:
+        """`fuzz.run.harness.check` in the worker for `device`."""
+        return self.worker_for(device, timeout).check(target, case)
 
-def stats() -> WorkerStats:
-    """All workers of this process, summed."""
-    total = WorkerStats(workers=0)
-    for w in _WORKERS.values():
-        total.workers += w.stats.starts > 0
-        total.starts += w.stats.starts
-        total.start_seconds += w.stats.start_seconds
-        total.first_seconds += w.stats.first_seconds
-        total.calls += w.stats.calls
-        total.crashes += w.stats.crashes
-        total.hangs += w.stats.hangs
-    return total
+    def stats(self) -> WorkerStats:
+        """All of its workers, summed."""
+        total = WorkerStats(workers=0)
+        for w in self._workers.values():
+            total.workers += w.stats.starts > 0
+            total.starts += w.stats.starts
+            total.start_seconds += w.stats.start_seconds
+            total.first_seconds += w.stats.first_seconds
+            total.calls += w.stats.calls
+            total.crashes += w.stats.crashes
+            total.hangs += w.stats.hangs
+        return total
 
-
-def shutdown() -> None:
-    while _WORKERS:
-        _, worker = _WORKERS.popitem()
-        worker.close()
-
-
-atexit.register(shutdown)  # after multiprocessing's own exit hook was registered: runs before it
+    def close(self) -> None:
+        while self._workers:
+            _, worker = self._workers.popitem()
+            worker.close()

@@ -433,9 +433,8 @@ def _complete(session: FuzzSession) -> RunReport:
         session.reason_unavailable(target)
     if not session.report.environment:
         session.report.environment = environment()
-    from fuzz.run.worker import stats
-
-    if (s := stats()).calls:  # this process ran isolated checks (an xdist controller never does: it merges)
+    # this process ran isolated checks (an xdist controller never does: it merges)
+    if (s := session.workers.stats()).calls:
         session.report.isolation = Counter(calls=s.calls, starts=s.starts, restarts=s.restarts, crashes=s.crashes,
                                            hangs=s.hangs, start_seconds=round(sum(s.start_seconds), 2),
                                            first_seconds=round(sum(s.first_seconds), 2), firsts=len(s.first_seconds))

@@ -42,7 +42,7 @@ from fuzz.run.reduce import reduce
 from fuzz.run.report import FailureRecord, LoggedFailure, RunReport, live_log
 from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure
-from fuzz.run.worker import DEFAULT_TIMEOUT, attributed, check_isolated, worker_for
+from fuzz.run.worker import DEFAULT_TIMEOUT, WorkerPool, attributed
 from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds, seed_of
 from fuzz.targets.base import Target
 from fuzz.targets.unsupported import UnsupportedHere
@@ -81,6 +81,7 @@ class FuzzSession:
         self.corpus_elsewhere: list[str] = []
         self.nothing_ran = False  # fuzz tests were selected, no example was checked
         self.events: EventLog | None = None  # --gdn-events, in the process that runs the tests
+        self.workers = WorkerPool()  # --gdn-isolate: the worker processes its checks run in
         self._cache: OrderedDict = OrderedDict()
         self._test: TestRun | None = None
 
@@ -157,7 +158,7 @@ class FuzzSession:
 
     def check(self, target: Target, case: Case) -> CheckResult:
         device = target.device(self.budget.device)
-        return check_isolated(target, case, device, self.options.timeout) if self.options.isolate else \
+        return self.workers.check(target, case, device, self.options.timeout) if self.options.isolate else \
             check(target, case, device)
 
     def raises(self, failure: Failure) -> bool:
@@ -173,7 +174,7 @@ class FuzzSession:
     def run_test(self, nodeid: str, target: Target, op: str, test_fn) -> list[FailureRecord]:
         """Run the fuzz test `test_fn` (fuzz_test's) in rounds; return its distinct shrunk failures."""
         if self.options.isolate:  # the worker's start (interpreter, torch, CUDA) is not the test's time
-            worker_for(target.device(self.budget.device), self.options.timeout).ensure_started()
+            self.workers.worker_for(target.device(self.budget.device), self.options.timeout).ensure_started()
         test = self._test = TestRun.start(nodeid, target, op, self.options.test_seconds, self.options.shrink_seconds,
                                           self.options.bound_seconds)
         budget = self.options.examples or settings.default.max_examples
