@@ -43,8 +43,8 @@ That is not guaranteed: a BLAS or CUDA kernel may sum the batched [N*HV, V, K] e
 the per-request [HV, V, K] one, and a transcendental may round differently in a vectorised loop than in its scalar
 tail (torch's CPU sigmoid does under AVX2, but gate_values runs on the same tensor in both oracles; exp, taken on
 [n, HV] here and on [HV] there, did not). Then results agree within a few ulps of the compute dtype relative to the
-largest value (what tests/test_oracle_batched.py checks: 4 ulps), except where such a difference straddles a rounding
-to a narrower dtype (a bf16 output, a bf16 state stored every step): there the two may be one ulp of that dtype
+largest value (what tests/reference/test_oracle_batched.py checks: 4 ulps), except where such a difference straddles a
+rounding to a narrower dtype (a bf16 output, a bf16 state stored every step): there the two may be one ulp of that dtype
 apart. Seen: on CPU (torch 2.13, AVX512 and AVX2 kernels) every example the tests drew was bit-identical, with their
 tolerance set to zero; on an H200 (torch 2.11, CUDA) 558 of 600 were and all were within the 4 ulps, and a large
 float32 model with bf16 outputs and states (B=96, T=12, HV=32, K=V=128) was one bf16 ulp apart.

@@ -1,5 +1,6 @@
 """Extract the GDN entry points' signatures from unpacked FlashInfer wheels into tests/data/flashinfer-signatures.json,
-which tests/test_flashinfer_releases.py checks the adapters and the stand-ins against (every release, on any machine).
+which tests/targets/test_flashinfer_releases.py checks the adapters and the stand-ins against (every release, on any
+machine).
 Run it when a release appears:
 
     pip download --no-deps flashinfer-python==X; unzip it into WHEELS/X (docs/research/flashinfer-releases.md)

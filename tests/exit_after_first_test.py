@@ -1,4 +1,4 @@
-"""pytest plugin for tests/test_campaign.py: ends the process hard after the first test's teardown, as a campaign
+"""pytest plugin for tests/cli/test_campaign.py: ends the process hard after the first test's teardown, as a campaign
 round killed mid-run ends (no session finish, no terminal summary)."""
 import os
 

@@ -137,9 +137,9 @@ class StridedPoolCapacityBakedIn(FlashInferCPU):
     """A strided pool's layout is compiled in whole, its capacity included, but the compile key holds only its
     strides: a later call on a pool of another capacity gets that kernel, whose shape check rejects it. Incident
     class: FlashInfer 0.7.2.post1 gated_delta_rule_mtp (pool_strides_key without h0_source.shape[0]; 0.7.4 keys it).
-    Only a case's warm call (Case.warm_pool, GPU budgets) makes it deterministic: tests/test_export.py proves it on
-    a fixed case; the CPU fuzz self-test (tests/test_mutants.py) leaves it out. Serving sequences find it as two calls
-    (tests/test_serving.py)."""
+    Only a case's warm call (Case.warm_pool, GPU budgets) makes it deterministic: tests/export/test_export.py proves
+    it on a fixed case; the CPU fuzz self-test (tests/suite/test_mutants.py) leaves it out. Serving sequences find it
+    as two calls (tests/run/test_serving.py)."""
 
     def _run(self, path, q, k, v, pool, *args, **kwargs):
         if not pool.is_contiguous():
@@ -183,7 +183,7 @@ class WideVecSkipsWriteBack(FlashInferCPU):
         return super()._run(path, q, k, v, pool, *args, buf=buf, write_back=write_back, **kwargs)
 
 
-# ---- cross-call bugs (tests/test_serving.py: found by serving sequences, never by one call) ----------------------
+# ---- cross-call bugs (tests/run/test_serving.py: found by serving sequences, never by one call) ----------------------
 class CachedDefaultOutput(FlashInferCPU):
     """With output=None the decode / MTP entry points hand out one cached buffer per shape instead of a new tensor, so
     the next call of that shape overwrites the output its caller still holds. Incident class: FlashInfer 0.6.11 ..

@@ -100,7 +100,7 @@ def stable_draws() -> None:
     seed drew depended on what else the process had imported: a fuzz test run alone drew other cases than after other
     tests, and the two sides of a gate drew different cases when one side's library was importable from a local path.
     gdn-fuzz's seeds and coordinates must name one case stream, so the local constants are left out (Hypothesis's
-    global ones, such as 0, 1, -1 and powers of two, stay). Idempotent; tests/test_strategies.py holds it."""
+    global ones, such as 0, 1, -1 and powers of two, stay). Idempotent; tests/generate/test_strategies.py holds it."""
     from hypothesis.internal.conjecture import providers
 
     if hasattr(providers, "_get_local_constants"):  # absent before Hypothesis 6.131: nothing to leave out

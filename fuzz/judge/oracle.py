@@ -1,9 +1,10 @@
 """The expected values of a case: the float64 oracle and the target's precision model, under the target's contract
 (fuzz.targets.semantics), computed before the target runs, on the case's device.
 
-Both come from reference.batched (one loop over time, requests and heads at once), which tests/test_oracle_batched.py
-holds equal to reference.ops' per-request definition on every contract. Results are sparse: the output, the written
-pool slots with their states and the written intermediate rows; everything else must be as the caller left it.
+Both come from reference.batched (one loop over time, requests and heads at once), which
+tests/reference/test_oracle_batched.py holds equal to reference.ops' per-request definition on every contract. Results
+are sparse: the output, the written pool slots with their states and the written intermediate rows; everything else must
+be as the caller left it.
 """
 from __future__ import annotations
 

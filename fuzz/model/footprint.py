@@ -25,7 +25,8 @@ def peak_bytes(case: Case, offset_bits: int = OFFSET_BITS) -> int:
     buffers throughout, the oracle's two sparse results (float64 and the precision model) from the oracle on, and on
     top of them the largest transient of one stage: the oracle's working set, the warm-up call's own buffers, the
     verdict's float64 comparison, or the filler blocks that fill and check the pool. The library's own workspace is
-    not counted (the GPU kernels work in place); tests/test_scaleout.py holds it to a check measured on the CPU."""
+    not counted (the GPU kernels work in place); tests/suite/test_scaleout.py holds it to a check measured on the
+    CPU."""
     warm = case.replace(pool=case.pool + case.warm_pool, warm_pool=0)
     transient = max(_oracle_working(case), _comparison(case), _filler_blocks(case),
                     _buffers(warm, offset_bits) if case.warm_pool else 0)

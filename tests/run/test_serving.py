@@ -26,7 +26,7 @@ from fuzz.run.serving import Alone, ServingRun
 from fuzz.suite.serving import ServingTest, run_serving
 from fuzz.targets.registry import TARGETS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BY_NAME = {t.name: t for t in TARGETS}
 # Small draws shrink fast: two requests, a handful of slots, one head size.
 BUDGET = dataclasses.replace(BUDGETS["ci"], max_B=2, max_pool=4, t_choices=(1, 2), head_dims=((4, 8),), scales=(None,),

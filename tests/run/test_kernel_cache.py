@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fuzz.run import kernel_cache
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_one_directory_per_release_under_the_root(tmp_path):

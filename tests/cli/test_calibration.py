@@ -11,7 +11,7 @@ from fuzz.cli import calibrate as calibration
 from fuzz.model.case import Case
 from fuzz.run.report import ExampleRecord, RunReport
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 CASE = "decode-B1-T1-H1-HV1-K8-V8-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]"

@@ -28,7 +28,7 @@ from fuzz.standins.flashinfer_cpu import FlashInferCPU
 from fuzz.suite import plugin
 from fuzz.targets.registry import TARGETS, overridden
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MUTANT = "flashinfer=tests.mutants:unguarded_pad_slot"  # needs a padded row: never the first (simplest) example
 PRETRANSPOSE = "flashinfer-pretranspose-fp32"
 GIB = 1 << 30
@@ -69,7 +69,7 @@ out_of_memory = OutOfMemoryInTheCall()
 def test_out_of_memory_is_no_verdict_and_never_a_finding():
     """A case the device cannot hold is not judged (the library's call raised for the device, not for the case): no
     RejectedValidInput, and the fuzz test rejects the example instead of failing."""
-    with overridden({"flashinfer": "tests.test_scaleout:out_of_memory"}):
+    with overridden({"flashinfer": "tests.suite.test_scaleout:out_of_memory"}):
         target = next(t for t in TARGETS if t.name == "flashinfer-pretranspose-fp32")
         result = check(target, coordinate("decode", 1, 1, 1, 8, 8, pool=2), "cpu")
     assert result.failure is None and result.unjudged.startswith("out of memory"), result

@@ -14,7 +14,7 @@ import torch
 
 from fuzz.standins.flashinfer_cpu import FlashInferCPU
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 class TwoBugs(FlashInferCPU):
@@ -40,8 +40,8 @@ def fuzz(*args, report: Path, timeout: float = 600) -> tuple[subprocess.Complete
 
 
 def test_both_bugs_of_one_test_are_reported_each_shrunk(tmp_path):
-    proc, report, _ = fuzz("-k", "flashinfer-pretranspose", "--gdn-target", "flashinfer=tests.test_session:two_bugs",
-                           report=tmp_path / "r.json")
+    proc, report, _ = fuzz("-k", "flashinfer-pretranspose", "--gdn-target",
+                           "flashinfer=tests.suite.test_session:two_bugs", report=tmp_path / "r.json")
     assert proc.returncode == 1, proc.stdout
     by_kind = {}
     for f in report["failures"]:

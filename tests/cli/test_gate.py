@@ -1,7 +1,7 @@
 """The kernel-upgrade gate (`gdn-fuzz gate`, fuzz.cli.gate). End to end on the CPU: each side is this interpreter or
 a directory on PYTHONPATH, with the flashinfer family pointed at the CPU stand-in or at a mutant of it (a build that
 stopped zeroing padded fp32 decode outputs); two targets and 20 examples per test keep each gate run short. Failure
-classification and drift are checked on hand-built reports (tests/test_progress.py holds the progress display)."""
+classification and drift are checked on hand-built reports (tests/run/test_progress.py holds the progress display)."""
 from __future__ import annotations
 
 import base64
@@ -27,7 +27,7 @@ from fuzz.run.report import ExampleRecord, FailedTest, FailureRecord, RunReport
 from fuzz.run.report import load as load_report
 from fuzz.run.result import Failure
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STANDIN = "flashinfer=fuzz.standins.flashinfer_cpu"
 MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"
 BUG = ("fuzz/test_decode.py::test_decode[flashinfer-pretranspose-fp32]", "UnwrittenOutput")

@@ -61,7 +61,7 @@ def test_the_size1_mask_keeps_lone_single_head_requests_out_and_nothing_else():
 # And the smallest of each release x target x kind x records of the reach campaigns of 2026-12-03
 # (docs/h200-results-2026-12-02-reach.md), with the earlier calls of a serving sequence ("before").
 FINDINGS = [f for name in ("h200-2026-12-02-findings.json", "h200-2026-12-03-findings.json")
-            for f in json.loads((Path(__file__).parent / "data" / name).read_text())]
+            for f in json.loads((Path(__file__).resolve().parents[1] / "data" / name).read_text())]
 
 
 @pytest.mark.parametrize("finding", FINDINGS, ids=[f"{f['release']}-{f['target']}-{f['kind']}-{i}"

@@ -442,7 +442,7 @@ def test_sparse_result_of_a_frozen_verify_writes_no_slot():
 
 # ---- today's batched results, pinned bit for bit ----
 
-PINNED_FILE = Path(__file__).parent / "data" / "batched-pinned.pt"
+PINNED_FILE = Path(__file__).resolve().parents[1] / "data" / "batched-pinned.pt"
 
 
 def _pin_verify(seed, model, slots, layout="vk", **kw):

@@ -21,7 +21,7 @@ from fuzz.suite.session import FuzzSession, Options, logged_failures, resumable
 BIG = "verify-B3-T2-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2,-1]"
 SMALL = "verify-B1-T2-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"
 OTHER = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed5-slots[1,2]"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def failure(kind, coordinate, detail="state[0]: error 5 > bound 0.1"):

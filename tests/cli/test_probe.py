@@ -8,12 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_contract import CAKE_ON_SM90, UNSUPPORTED_MODULE
-
 from fuzz.cli.probe import variants
 from fuzz.model.case import Case
+from tests.targets.test_contract import CAKE_ON_SM90, UNSUPPORTED_MODULE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def coordinate(entry: str) -> str:

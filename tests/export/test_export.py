@@ -40,7 +40,7 @@ from fuzz.model.known_bugs import BY_ID
 from fuzz.run import corpus
 from fuzz.targets.registry import TARGETS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BY_NAME = {t.name: t for t in TARGETS}
 STANDINS = {"fuzz.targets.flashinfer": "fuzz.standins.flashinfer_cpu",
             "fuzz.targets.flashinfer_sm100": "fuzz.standins.flashinfer_sm100_cpu"}
@@ -186,7 +186,7 @@ class Run:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Run]:
     directory = tmp_path_factory.mktemp("export")
-    code = f"from tests.test_export import prepare; prepare({json.dumps([asdict(s) for s in SPECS])!r}, " \
+    code = f"from tests.export.test_export import prepare; prepare({json.dumps([asdict(s) for s in SPECS])!r}, " \
            f"{str(directory)!r})"
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)

@@ -12,7 +12,7 @@ import pytest
 
 from fuzz.run import corpus
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"
 STANDIN = "flashinfer=fuzz.standins.flashinfer_cpu"
 

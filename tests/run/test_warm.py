@@ -16,7 +16,7 @@ from fuzz.generate.strategies import bucket_plan, cases
 from fuzz.run import warm
 from fuzz.targets.registry import TARGETS, overridden
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BY_NAME = {t.name: t for t in TARGETS}
 # the h200 plan's shape on the CPU: a plan, warm calls and straddles, with the stand-in's small dims
 PLANNED = dataclasses.replace(BUDGETS["h200"], device="cpu", head_dims=CPU_DIMS, max_B=6, max_T=6, max_pool=16,

@@ -18,7 +18,7 @@ from fuzz.cli.gate_report import markdown, write_html, write_junit
 from fuzz.run.installation import Installation
 from fuzz.suite.session import resumable
 
-DATA = Path(__file__).resolve().parent / "data" / "pinned"
+DATA = Path(__file__).resolve().parents[1] / "data" / "pinned"
 PINS = DATA / "outputs"
 OUT = Path("/pinned/out")  # where the gate's reports say they are
 PNG = re.compile(r"data:image/png;base64,[A-Za-z0-9+/=]+")

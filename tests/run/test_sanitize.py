@@ -7,7 +7,7 @@ from pathlib import Path
 from fuzz.model.case import Case
 from fuzz.run.sanitize import sanitize
 
-FAKE = f"{sys.executable} {Path(__file__).with_name('fake_sanitizer.py')}"
+FAKE = f"{sys.executable} {Path(__file__).resolve().parents[1] / 'fake_sanitizer.py'}"
 STANDIN = {"flashinfer": "fuzz.standins.flashinfer_cpu"}
 CLEAN = "decode-B1-T1-H1-HV2-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed{}-slots[1]"
 DIRTY = "decode-B2-T1-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,-1]"

@@ -19,7 +19,7 @@ from fuzz.run import events, progress
 from fuzz.run.events import Event, EventLog
 from fuzz.run.progress import Progress, Watch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DECODE = "fuzz/test_decode.py::test_decode"
 
 

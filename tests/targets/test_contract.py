@@ -31,7 +31,7 @@ from fuzz.targets.semantics import semantics_for
 from fuzz.targets.unsupported import unsupported_here
 
 BY_NAME = {t.name: t for t in flashinfer.TARGETS}
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CAKE_ON_SM90 = "Cake GDN supports only SM100a/SM103a, got compute capability 9.0"  # jit/cake_gdn.py's phrasing
 
 

@@ -1,6 +1,6 @@
 """Trust: every bad input is one clear line and a non-zero exit (no traceback, no INTERNALERROR), nothing a run finds
 is lost, and a green run means something ran. CLI cases run pytest / gdn-fuzz in a subprocess; the Case and the
-corpus loader are tested directly (tests/test_corpus_io.py holds the corpus round trip)."""
+corpus loader are tested directly (tests/run/test_corpus_io.py holds the corpus round trip)."""
 import dataclasses
 import json
 import os
@@ -20,7 +20,7 @@ from fuzz.model.case import Case, CaseError
 from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.targets.registry import TARGETS, overridden
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BASE = "decode-B2-T1-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed7-slots[3,-1]"
 VERIFY = "verify-B2-T2-H1-HV1-K8-V8-pool9-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]"
 PREFILL = "prefill-B2-T2-H1-HV1-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]"

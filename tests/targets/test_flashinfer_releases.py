@@ -35,7 +35,7 @@ from fuzz.targets.semantics import ZERO_STATE, semantics_for
 BY_NAME = {t.name: t for t in flashinfer.TARGETS + flashinfer_sm100.TARGETS}
 CORE = [t.name for t in flashinfer.TARGETS]
 # Every release's GDN entry points as its wheel has them (scripts/flashinfer_signatures.py extracts them)
-WHEEL_SIGNATURES = json.loads((Path(__file__).parent / "data" / "flashinfer-signatures.json").read_text())
+WHEEL_SIGNATURES = json.loads((Path(__file__).resolve().parents[1] / "data" / "flashinfer-signatures.json").read_text())
 
 
 # ---- signature detection ------------------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ def test_standin_releases_through_pytest_report_no_type_errors():
             [sys.executable, "-m", "pytest", "fuzz/", "--hypothesis-profile=ci", "-k", "flashinfer", "-q",
              "-p", "no:warnings", "--gdn-examples=6",
              "--gdn-target", f"flashinfer=fuzz.standins.flashinfer_cpu:{release}"],
-            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300)
+            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]  # a finding fails its fuzz test
         assert " passed" in proc.stdout and " failed" not in proc.stdout
 
