@@ -10,6 +10,7 @@ compiles FlashInfer records in its build log ("compile") and the rest ("kernel":
 Buckets = distinct compile keys (fuzz.run.harness.dispatch_bucket). The campaign figure (all workers, a time box, cold
 start included) comes from `gdn-fuzz campaign` (its summary prints distinct cases per minute and buckets covered).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,13 @@ def measure(target, op, budget, bugs, examples: int, seed: int):
     builds.take()  # what earlier passes compiled
 
     @hseed(seed)
-    @settings(max_examples=examples, database=None, deadline=None, suppress_health_check=list(HealthCheck),
-              phases=[Phase.generate])
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate],
+    )
     @given(case=cases(target, op, budget, bugs))
     def run(case):
         if repr(case) in seen:
@@ -94,8 +100,17 @@ def main() -> None:
                     draw = total - sum(phases.values())
                     split[cache_state]["draw"] += draw
                     shares = [f"{100 * x / total:.0f}" for x in (draw, *(phases[k] for k in PHASES))]
-                    rows.append((target.name, op, cache_state, str(count), f"{60 * count / total:.0f}",
-                                 str(len(buckets)), *shares))
+                    rows.append(
+                        (
+                            target.name,
+                            op,
+                            cache_state,
+                            str(count),
+                            f"{60 * count / total:.0f}",
+                            str(len(buckets)),
+                            *shares,
+                        )
+                    )
                     print("measured:", "  ".join(rows[-1]), flush=True)  # a run cut short still leaves its rows
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         for r in rows:
@@ -104,8 +119,10 @@ def main() -> None:
             cases, seconds = totals[cache_state]
             if seconds:
                 parts = ", ".join(f"{k} {100 * v / seconds:.0f}%" for k, v in split[cache_state].most_common())
-                print(f"all selected targets, {cache_state}: {cases} distinct cases in {seconds:.1f} s = "
-                      f"{60 * cases / seconds:.1f} per minute ({parts})")
+                print(
+                    f"all selected targets, {cache_state}: {cases} distinct cases in {seconds:.1f} s = "
+                    f"{60 * cases / seconds:.1f} per minute ({parts})"
+                )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 library fixes the bug it turns into a failure that asks for the entry to be updated. An entry for another release
 of the library, or for a library release while the run uses an override module, is listed in the run summary, not
 replayed."""
+
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,10 @@ def _params(config):
             raise pytest.UsageError(f"{entry.path}: field 'target' names no known target ({entry.target!r})")
         reason = session.reason_unavailable(target)
         if not reason and entry.versions and target.overridden:
-            session.corpus_elsewhere.append(f"{entry.id} (holds for {entry.library} {entry.versions}; this run uses "
-                                           f"override {target.family.override})")
+            session.corpus_elsewhere.append(
+                f"{entry.id} (holds for {entry.library} {entry.versions}; this run uses "
+                f"override {target.family.override})"
+            )
             continue
         version = None if reason else target.release()
         if version and entry.versions and version not in entry.versions:

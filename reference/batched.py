@@ -49,6 +49,7 @@ apart. Seen: on CPU (torch 2.13, AVX512 and AVX2 kernels) every example the test
 tolerance set to zero; on an H200 (torch 2.11, CUDA) 558 of 600 were and all were within the 4 ulps, and a large
 float32 model with bf16 outputs and states (B=96, T=12, HV=32, K=V=128) was one bf16 ulp apart.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -100,27 +101,67 @@ def to_pool_result(result: SparseResult, pool: torch.Tensor, intermediate: torch
     if intermediate is not None:
         new_inter = intermediate.clone()
         if result.rows is not None and result.rows.numel():
-            new_inter[result.rows.to(intermediate.device), : result.row_states.shape[1]] = \
-                result.row_states.to(intermediate.device)
+            new_inter[result.rows.to(intermediate.device), : result.row_states.shape[1]] = result.row_states.to(
+                intermediate.device
+            )
     return PoolResult(result.output, new_pool, new_inter, result.written_slots, result.written_rows)
 
 
-def batched_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, pool: torch.Tensor,
-                   read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None, scale: float | None = None,
-                   use_l2norm: bool = True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
-                   precision: Precision = EXACT, output: torch.Tensor | None = None) -> SparseResult:
+def batched_decode(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    gates: Gates,
+    pool: torch.Tensor,
+    read_slots: torch.Tensor,
+    *,
+    write_slots: torch.Tensor | None = None,
+    scale: float | None = None,
+    use_l2norm: bool = True,
+    layout: Layout = "vk",
+    pad: PadContract = SKIP_PADDING,
+    precision: Precision = EXACT,
+    output: torch.Tensor | None = None,
+) -> SparseResult:
     """reference.ops.decode, batched: one token per request (T = 1), state written back to the pool."""
     one_token(q)
-    return batched_verify(q, k, v, gates, pool, read_slots, write_slots=write_slots, scale=scale,
-                          use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision, output=output)
+    return batched_verify(
+        q,
+        k,
+        v,
+        gates,
+        pool,
+        read_slots,
+        write_slots=write_slots,
+        scale=scale,
+        use_l2norm=use_l2norm,
+        layout=layout,
+        pad=pad,
+        precision=precision,
+        output=output,
+    )
 
 
-def batched_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, pool: torch.Tensor,
-                   read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None, scale: float | None = None,
-                   use_l2norm: bool = True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
-                   precision: Precision = EXACT, disable_state_update: bool = False,
-                   intermediate: torch.Tensor | None = None, intermediate_rows: torch.Tensor | None = None,
-                   token_slots: torch.Tensor | None = None, output: torch.Tensor | None = None) -> SparseResult:
+def batched_verify(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    gates: Gates,
+    pool: torch.Tensor,
+    read_slots: torch.Tensor,
+    *,
+    write_slots: torch.Tensor | None = None,
+    scale: float | None = None,
+    use_l2norm: bool = True,
+    layout: Layout = "vk",
+    pad: PadContract = SKIP_PADDING,
+    precision: Precision = EXACT,
+    disable_state_update: bool = False,
+    intermediate: torch.Tensor | None = None,
+    intermediate_rows: torch.Tensor | None = None,
+    token_slots: torch.Tensor | None = None,
+    output: torch.Tensor | None = None,
+) -> SparseResult:
     """reference.ops.mtp_verify, batched: T tokens per request (shapes in the module doc).
 
     intermediate [R, steps, HV, ...]: the state after step t of request n goes to row intermediate_rows[n]
@@ -131,18 +172,46 @@ def batched_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gat
     """
     B, T, HV, V, flat = verify_inputs(q, k, v, gates, token_slots, disable_state_update)
     g, beta = gate_values(gates, precision)
-    out = _serve(flat(q), flat(k), flat(v), flat(g), flat(beta), [T] * B, pool, read_slots, write_slots,
-                 scale=scale, use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision,
-                 write_back=not disable_state_update and token_slots is None, intermediate=intermediate,
-                 intermediate_rows=intermediate_rows, token_slots=token_slots,
-                 output=None if output is None else flat(output))
+    out = _serve(
+        flat(q),
+        flat(k),
+        flat(v),
+        flat(g),
+        flat(beta),
+        [T] * B,
+        pool,
+        read_slots,
+        write_slots,
+        scale=scale,
+        use_l2norm=use_l2norm,
+        layout=layout,
+        pad=pad,
+        precision=precision,
+        write_back=not disable_state_update and token_slots is None,
+        intermediate=intermediate,
+        intermediate_rows=intermediate_rows,
+        token_slots=token_slots,
+        output=None if output is None else flat(output),
+    )
     return dataclasses.replace(out, output=out.output.reshape(B, T, HV, V))
 
 
-def batched_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, cu_seqlens: torch.Tensor,
-                    pool: torch.Tensor, read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None,
-                    scale: float | None = None, use_l2norm: bool = True, layout: Layout = "vk",
-                    pad: PadContract = SKIP_PADDING, precision: Precision = EXACT) -> SparseResult:
+def batched_prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    gates: Gates,
+    cu_seqlens: torch.Tensor,
+    pool: torch.Tensor,
+    read_slots: torch.Tensor,
+    *,
+    write_slots: torch.Tensor | None = None,
+    scale: float | None = None,
+    use_l2norm: bool = True,
+    layout: Layout = "vk",
+    pad: PadContract = SKIP_PADDING,
+    precision: Precision = EXACT,
+) -> SparseResult:
     """reference.ops.prefill, batched: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs
     (q, k [N_tok, H, K], v [N_tok, HV, V], gates [N_tok, HV], cu_seqlens [N + 1]), starting from pool[read_slots[n]]
     and written back to pool[write_slots[n]] (default the same). An empty sequence reads, writes and stores nothing.
@@ -150,12 +219,47 @@ def batched_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Ga
     N_tok = packed_inputs(q, k, v, gates)
     g, beta = gate_values(gates, precision)
     cu = offsets(cu_seqlens, N_tok)
-    return _serve(q, k, v, g, beta, [b - a for a, b in zip(cu, cu[1:])], pool, read_slots, write_slots,
-                  scale=scale, use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision, write_back=True)
+    return _serve(
+        q,
+        k,
+        v,
+        g,
+        beta,
+        [b - a for a, b in zip(cu, cu[1:])],
+        pool,
+        read_slots,
+        write_slots,
+        scale=scale,
+        use_l2norm=use_l2norm,
+        layout=layout,
+        pad=pad,
+        precision=precision,
+        write_back=True,
+    )
 
 
-def _serve(q, k, v, g, beta, lengths, pool, read_slots, write_slots, *, scale, use_l2norm, layout, pad,
-           precision, write_back, intermediate=None, intermediate_rows=None, token_slots=None, output=None):
+def _serve(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    lengths,
+    pool,
+    read_slots,
+    write_slots,
+    *,
+    scale,
+    use_l2norm,
+    layout,
+    pad,
+    precision,
+    write_back,
+    intermediate=None,
+    intermediate_rows=None,
+    token_slots=None,
+    output=None,
+):
     """reference.ops._serve over the whole batch. `lengths` (host ints) are the sequence lengths of the packed
     tokens; intermediate and token_slots come only with equal lengths (verify). The steps, as the module doc tells
     them:
@@ -179,17 +283,43 @@ def _serve(q, k, v, g, beta, lengths, pool, read_slots, write_slots, *, scale, u
     to_vk = (lambda s: s) if layout == "vk" else (lambda s: s.transpose(-1, -2))
     requests = _Requests.of(read_slots, pad, dev)
     schedule = _Schedule.of(lengths, dev)
-    S = _initial_states(pool, schedule.by_length(requests.source), schedule.by_length(requests.reads), to_vk,
-                        precision.compute, pad.read == "slot0")  # [N, HV, V, K] in the compute dtype, loop order
-    inter_buf = None if intermediate is None else torch.empty(
-        (N, T) + state_shape, dtype=intermediate.dtype, device=dev)
+    S = _initial_states(
+        pool,
+        schedule.by_length(requests.source),
+        schedule.by_length(requests.reads),
+        to_vk,
+        precision.compute,
+        pad.read == "slot0",
+    )  # [N, HV, V, K] in the compute dtype, loop order
+    inter_buf = (
+        None if intermediate is None else torch.empty((N, T) + state_shape, dtype=intermediate.dtype, device=dev)
+    )
     token_buf = None if token_slots is None else torch.empty((N, T) + state_shape, dtype=pool.dtype, device=dev)
-    out = _loop(S, *_inputs(q, k, v, H, scale, use_l2norm, precision), g, beta, schedule, precision, pool.dtype,
-                [buf for buf in (inter_buf, token_buf) if buf is not None], to_vk)
+    out = _loop(
+        S,
+        *_inputs(q, k, v, H, scale, use_l2norm, precision),
+        g,
+        beta,
+        schedule,
+        precision,
+        pool.dtype,
+        [buf for buf in (inter_buf, token_buf) if buf is not None],
+        to_vk,
+    )
     out = _output(out, requests.skip, schedule.lens, pad, precision, output)
-    slots, states = _pool_writes(schedule.batch_order(S), requests, schedule.lens, pad, pool, to_vk, state_shape,
-                                 write_back=write_back, write_slots=write_slots, token_slots=token_slots,
-                                 token_buf=token_buf)
+    slots, states = _pool_writes(
+        schedule.batch_order(S),
+        requests,
+        schedule.lens,
+        pad,
+        pool,
+        to_vk,
+        state_shape,
+        write_back=write_back,
+        write_slots=write_slots,
+        token_slots=token_slots,
+        token_buf=token_buf,
+    )
     rows, row_states = _row_writes(intermediate_rows, inter_buf, requests.skip)
     return SparseResult(out, slots, states, rows, row_states)
 
@@ -248,8 +378,11 @@ class _Schedule:
         ascending = sorted(lengths)
         running = [N - bisect.bisect_right(ascending, t) for t in range(T)]
         perm = None if order == list(range(N)) else torch.tensor(order, device=dev)
-        lens = torch.full((N,), T, device=dev) if len(set(lengths)) <= 1 else \
-            torch.tensor(lengths, dtype=torch.long, device=dev)
+        lens = (
+            torch.full((N,), T, device=dev)
+            if len(set(lengths)) <= 1
+            else torch.tensor(lengths, dtype=torch.long, device=dev)
+        )
         starts = torch.cumsum(lens, 0) - lens
         token = (starts if perm is None else starts.index_select(0, perm))[:, None] + torch.arange(T, device=dev)
         return _Schedule(running, perm, lens, token)
@@ -266,6 +399,7 @@ class _Schedule:
 def _inputs(q, k, v, H, scale, use_l2norm, precision) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Inputs as run_sequence sees them: q^ (scaled) and k^ [N_tok, HV, K] expanded to the value heads, v [N_tok, HV,
     V], in the compute dtype."""
+
     def normed(x):
         x = precision.load(x)
         return precision.round_normalized(l2normalize(x)) if use_l2norm else x
@@ -308,8 +442,9 @@ def _output(out, skip, lens, pad, precision, output) -> torch.Tensor:
     return out if precision.output is None else out.to(precision.output)
 
 
-def _pool_writes(S, requests, lens, pad, pool, to_vk, state_shape, *, write_back, write_slots, token_slots,
-                 token_buf) -> tuple[torch.Tensor, torch.Tensor]:
+def _pool_writes(
+    S, requests, lens, pad, pool, to_vk, state_shape, *, write_back, write_slots, token_slots, token_buf
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(slots, states) as _last_writer gives them: per-token scatter (token_buf, in (request, step) order), or each
     request's final state S (batch order) to the write slot the contract picks, or nothing."""
     dev = pool.device

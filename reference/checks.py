@@ -4,6 +4,7 @@ The readable oracle (reference.ops) and the batched one (reference.batched) call
 order, so the two accept the same inputs and refuse the rest with the same message. Each check returns the sizes
 its caller goes on with.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -40,8 +41,14 @@ def one_token(q: torch.Tensor) -> None:
         raise ValueError(f"q: decode expects T = 1 in [B, T, H, K], got T = {q.shape[1]}")
 
 
-def verify_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, token_slots: torch.Tensor | None,
-                  disable_state_update: bool) -> tuple[int, int, int, int, Callable[[torch.Tensor], torch.Tensor]]:
+def verify_inputs(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    gates: Gates,
+    token_slots: torch.Tensor | None,
+    disable_state_update: bool,
+) -> tuple[int, int, int, int, Callable[[torch.Tensor], torch.Tensor]]:
     """Verify's q, k [B, T, H, K], v [B, T, HV, V], token_slots [B, T] and gates [B, T, HV], checked. Returns B, T,
     HV, V and `flat`: [B, T, ...] -> [B * T, ...] (the token-major packing both oracles run on)."""
     B, T, H, K = _shape4("q", q, "[B, T, H, K]")
@@ -95,8 +102,17 @@ def gate_inputs(gates: Gates, shape: tuple, what: str) -> None:
         raise ValueError(f"gates: expected RawGates or LogGates, got {type(gates).__name__}")
 
 
-def pool_inputs(pool: torch.Tensor, read_slots: torch.Tensor, write_slots: torch.Tensor | None, *, layout: str,
-                N: int, HV: int, V: int, K: int) -> tuple[int, int, int]:
+def pool_inputs(
+    pool: torch.Tensor,
+    read_slots: torch.Tensor,
+    write_slots: torch.Tensor | None,
+    *,
+    layout: str,
+    N: int,
+    HV: int,
+    V: int,
+    K: int,
+) -> tuple[int, int, int]:
     """The layout ('vk' or 'kv'), the pool [P, HV, V, K] or [P, HV, K, V] and the slot maps [N], checked. Returns the
     state shape of the layout."""
     if layout not in ("vk", "kv"):
@@ -109,15 +125,21 @@ def pool_inputs(pool: torch.Tensor, read_slots: torch.Tensor, write_slots: torch
     return state_shape
 
 
-def intermediate_inputs(intermediate: torch.Tensor | None, intermediate_rows: torch.Tensor | None,
-                        state_shape: tuple[int, int, int], *, layout: str, N: int, T: int) -> torch.Tensor | None:
+def intermediate_inputs(
+    intermediate: torch.Tensor | None,
+    intermediate_rows: torch.Tensor | None,
+    state_shape: tuple[int, int, int],
+    *,
+    layout: str,
+    N: int,
+    T: int,
+) -> torch.Tensor | None:
     """The intermediate buffer [R, steps >= T, *state_shape] (the pool's state, as `pool_inputs` returns it) and
     intermediate_rows [N] (each < R; -1 = none), checked. Returns the rows, arange(N) when none were given; None
     without a buffer."""
     if intermediate is None:
         return intermediate_rows
-    expect_shape("intermediate", intermediate, (None, None) + state_shape,
-                 _state_what("R, steps", layout))
+    expect_shape("intermediate", intermediate, (None, None) + state_shape, _state_what("R, steps", layout))
     if intermediate.shape[1] < T:
         raise ValueError(f"intermediate: expected [R, steps >= T = {T}, ...], got steps = {intermediate.shape[1]}")
     intermediate_rows = torch.arange(N) if intermediate_rows is None else intermediate_rows

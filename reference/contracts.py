@@ -3,6 +3,7 @@
 Kernels disagree on what a padded batch row means and on where they round. Both are data here,
 so the same oracle serves every target; which row applies to which target lives in fuzz/semantics.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """The two ways a caller gives the gates: as a model layer holds them, or precomputed. The math that turns them into
 (g, beta) is reference.recurrence.gate_values; their shape checks are reference.checks.gate_inputs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -9,6 +9,7 @@ Prefill packs tokens instead: q, k [N_tok, H, K], v [N_tok, HV, V], gates [N_tok
 Inputs are never modified: every call returns new tensors (output, pool, intermediate) and the pool
 keeps its dtype, so untouched slots come back bit-identical.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,22 +47,61 @@ class PoolResult:
     written_rows: frozenset = frozenset()  # intermediate rows the contract wrote
 
 
-def decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, pool: torch.Tensor,
-           read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None, scale: float | None = None,
-           use_l2norm: bool = True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
-           precision: Precision = EXACT, output: torch.Tensor | None = None) -> PoolResult:
+def decode(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    gates: Gates,
+    pool: torch.Tensor,
+    read_slots: torch.Tensor,
+    *,
+    write_slots: torch.Tensor | None = None,
+    scale: float | None = None,
+    use_l2norm: bool = True,
+    layout: Layout = "vk",
+    pad: PadContract = SKIP_PADDING,
+    precision: Precision = EXACT,
+    output: torch.Tensor | None = None,
+) -> PoolResult:
     """One token per request (T = 1), state written back to the pool. Shapes as in the module doc."""
     one_token(q)
-    return mtp_verify(q, k, v, gates, pool, read_slots, write_slots=write_slots, scale=scale,
-                      use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision, output=output)
+    return mtp_verify(
+        q,
+        k,
+        v,
+        gates,
+        pool,
+        read_slots,
+        write_slots=write_slots,
+        scale=scale,
+        use_l2norm=use_l2norm,
+        layout=layout,
+        pad=pad,
+        precision=precision,
+        output=output,
+    )
 
 
-def mtp_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, pool: torch.Tensor,
-               read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None, scale: float | None = None,
-               use_l2norm: bool = True, layout: Layout = "vk", pad: PadContract = SKIP_PADDING,
-               precision: Precision = EXACT, disable_state_update: bool = False,
-               intermediate: torch.Tensor | None = None, intermediate_rows: torch.Tensor | None = None,
-               token_slots: torch.Tensor | None = None, output: torch.Tensor | None = None) -> PoolResult:
+def mtp_verify(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    gates: Gates,
+    pool: torch.Tensor,
+    read_slots: torch.Tensor,
+    *,
+    write_slots: torch.Tensor | None = None,
+    scale: float | None = None,
+    use_l2norm: bool = True,
+    layout: Layout = "vk",
+    pad: PadContract = SKIP_PADDING,
+    precision: Precision = EXACT,
+    disable_state_update: bool = False,
+    intermediate: torch.Tensor | None = None,
+    intermediate_rows: torch.Tensor | None = None,
+    token_slots: torch.Tensor | None = None,
+    output: torch.Tensor | None = None,
+) -> PoolResult:
     """T tokens per request. Extras over decode:
 
     intermediate [R, steps, HV, ...]: the state after step t of request n goes to
@@ -74,30 +114,81 @@ def mtp_verify(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, 
     B, T, HV, V, flat = verify_inputs(q, k, v, gates, token_slots, disable_state_update)
     g, beta = gate_values(gates, precision)
     cu = [n * T for n in range(B + 1)]
-    out = _serve(flat(q), flat(k), flat(v), flat(g), flat(beta), cu, pool, read_slots, write_slots,
-                 scale=scale, use_l2norm=use_l2norm, layout=layout, pad=pad, precision=precision,
-                 write_back=not disable_state_update and token_slots is None, intermediate=intermediate,
-                 intermediate_rows=intermediate_rows, token_slots=token_slots,
-                 output=None if output is None else flat(output))
+    out = _serve(
+        flat(q),
+        flat(k),
+        flat(v),
+        flat(g),
+        flat(beta),
+        cu,
+        pool,
+        read_slots,
+        write_slots,
+        scale=scale,
+        use_l2norm=use_l2norm,
+        layout=layout,
+        pad=pad,
+        precision=precision,
+        write_back=not disable_state_update and token_slots is None,
+        intermediate=intermediate,
+        intermediate_rows=intermediate_rows,
+        token_slots=token_slots,
+        output=None if output is None else flat(output),
+    )
     return dataclasses.replace(out, output=out.output.reshape(B, T, HV, V))
 
 
-def prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gates: Gates, cu_seqlens: torch.Tensor,
-            pool: torch.Tensor, read_slots: torch.Tensor, *, write_slots: torch.Tensor | None = None,
-            scale: float | None = None, use_l2norm: bool = True, layout: Layout = "vk",
-            pad: PadContract = SKIP_PADDING, precision: Precision = EXACT) -> PoolResult:
+def prefill(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    gates: Gates,
+    cu_seqlens: torch.Tensor,
+    pool: torch.Tensor,
+    read_slots: torch.Tensor,
+    *,
+    write_slots: torch.Tensor | None = None,
+    scale: float | None = None,
+    use_l2norm: bool = True,
+    layout: Layout = "vk",
+    pad: PadContract = SKIP_PADDING,
+    precision: Precision = EXACT,
+) -> PoolResult:
     """Varlen prefill: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs
     (q, k [N_tok, H, K], v [N_tok, HV, V], gates [N_tok, HV], cu_seqlens [N + 1]), starting from
     pool[read_slots[n]] and written back to pool[write_slots[n]] (default the same)."""
     N_tok = packed_inputs(q, k, v, gates)
     g, beta = gate_values(gates, precision)
     cu = offsets(cu_seqlens, N_tok)
-    return _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, scale=scale, use_l2norm=use_l2norm,
-                  layout=layout, pad=pad, precision=precision, write_back=True)
+    return _serve(
+        q,
+        k,
+        v,
+        g,
+        beta,
+        cu,
+        pool,
+        read_slots,
+        write_slots,
+        scale=scale,
+        use_l2norm=use_l2norm,
+        layout=layout,
+        pad=pad,
+        precision=precision,
+        write_back=True,
+    )
 
 
-def commit(pool: torch.Tensor, intermediate: torch.Tensor, slots: torch.Tensor, accepted: torch.Tensor, *,
-           rows: torch.Tensor | None = None, layout: Layout = "vk", pad: PadContract = SKIP_PADDING) -> torch.Tensor:
+def commit(
+    pool: torch.Tensor,
+    intermediate: torch.Tensor,
+    slots: torch.Tensor,
+    accepted: torch.Tensor,
+    *,
+    rows: torch.Tensor | None = None,
+    layout: Layout = "vk",
+    pad: PadContract = SKIP_PADDING,
+) -> torch.Tensor:
     """After acceptance: pool[slots[n]] = intermediate[rows[n], accepted[n] - 1] (rows default: batch row).
     slots, accepted, rows [B]; intermediate [R, steps, HV, *state] with the pool's state shape.
     Rows with a padded slot, no row (-1) or accepted < 1 are skipped. Returns the new pool."""
@@ -114,8 +205,28 @@ def commit(pool: torch.Tensor, intermediate: torch.Tensor, slots: torch.Tensor, 
     return new
 
 
-def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2norm, layout, pad,
-           precision, write_back, intermediate=None, intermediate_rows=None, token_slots=None, output=None):
+def _serve(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    cu,
+    pool,
+    read_slots,
+    write_slots,
+    *,
+    scale,
+    use_l2norm,
+    layout,
+    pad,
+    precision,
+    write_back,
+    intermediate=None,
+    intermediate_rows=None,
+    token_slots=None,
+    output=None,
+):
     """Run each request of the packed batch against the pool; the contracts decide padded rows."""
     N = len(cu) - 1
     N_tok, H, K = q.shape
@@ -124,7 +235,7 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
     max_T = max((b - a for a, b in zip(cu, cu[1:])), default=0)
     intermediate_rows = intermediate_inputs(intermediate, intermediate_rows, state_shape, layout=layout, N=N, T=max_T)
     c = precision.compute
-    scale = K ** -0.5 if scale is None else scale
+    scale = K**-0.5 if scale is None else scale
     to_vk = (lambda s: s) if layout == "vk" else (lambda s: s.transpose(-1, -2))
     pool_out = pool.clone()
     inter_out = None if intermediate is None else intermediate.clone()
@@ -142,9 +253,18 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
             S0 = torch.zeros(HV, V, K, dtype=c, device=pool.device)
         else:
             S0 = to_vk(pool[0 if padded else read]).to(c)
-        o, states = run_sequence(S0, precision.load(q[tokens]), precision.load(k[tokens]), precision.load(v[tokens]),
-                                 g[tokens], beta[tokens], scale=scale, use_l2norm=use_l2norm,
-                                 precision=precision, store_dtype=pool.dtype)
+        o, states = run_sequence(
+            S0,
+            precision.load(q[tokens]),
+            precision.load(k[tokens]),
+            precision.load(v[tokens]),
+            g[tokens],
+            beta[tokens],
+            scale=scale,
+            use_l2norm=use_l2norm,
+            precision=precision,
+            store_dtype=pool.dtype,
+        )
         out[tokens] = o
         if inter_out is not None and int(intermediate_rows[n]) >= 0:
             inter_out[int(intermediate_rows[n]), : len(states)] = to_vk(states).to(inter_out.dtype)
@@ -171,4 +291,3 @@ def _serve(q, k, v, g, beta, cu, pool, read_slots, write_slots, *, scale, use_l2
     if precision.output is not None:
         out = out.to(precision.output)
     return PoolResult(out, pool_out, inter_out, frozenset(written_slots), frozenset(written_rows))
-

@@ -11,6 +11,7 @@ Per value head (S is V x K, qk head of value head hv is hv // (HV / H)):
     S     = S + u k^T
     o     = S q^                                       (the output reads the updated state)
 """
+
 from __future__ import annotations
 
 import torch

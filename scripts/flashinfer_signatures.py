@@ -9,13 +9,16 @@ Run it when a release appears:
 Each function becomes a stub `def name(<its parameters and defaults, annotations dropped>): pass`; a release also
 records whether it has the C++ prefill's JIT module (flashinfer/jit/gdn.py).
 """
+
 import ast
 import json
 import sys
 from pathlib import Path
 
-FILES = {"gdn_decode.py": ("gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp", "gated_delta_rule_decode"),
-         "gdn_prefill.py": ("chunk_gated_delta_rule",)}
+FILES = {
+    "gdn_decode.py": ("gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp", "gated_delta_rule_decode"),
+    "gdn_prefill.py": ("chunk_gated_delta_rule",),
+}
 
 
 def stubs(package: Path) -> dict[str, str]:
@@ -36,8 +39,10 @@ def release_key(version: str) -> tuple:
 
 def main(wheels: Path) -> None:
     releases = sorted((p.name for p in wheels.iterdir() if (p / "flashinfer/gdn_decode.py").is_file()), key=release_key)
-    data = {r: {"jit_prefill": (wheels / r / "flashinfer/jit/gdn.py").is_file(),
-                "stubs": stubs(wheels / r / "flashinfer")} for r in releases}
+    data = {
+        r: {"jit_prefill": (wheels / r / "flashinfer/jit/gdn.py").is_file(), "stubs": stubs(wheels / r / "flashinfer")}
+        for r in releases
+    }
     json.dump(data, sys.stdout, indent=1)
     sys.stdout.write("\n")
 

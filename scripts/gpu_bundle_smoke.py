@@ -85,12 +85,18 @@ def step(name, fn):
 def flags():
     import flashinfer.gdn_decode as gd
 
-    names = ("_GDN_DECODE_BF16_STATE_AVAILABLE", "_PRETRANSPOSE_AVAILABLE", "_MTP_AVAILABLE",
-             "_NONTRANSPOSE_AVAILABLE", "_CAKE_GDN_AVAILABLE")
+    names = (
+        "_GDN_DECODE_BF16_STATE_AVAILABLE",
+        "_PRETRANSPOSE_AVAILABLE",
+        "_MTP_AVAILABLE",
+        "_NONTRANSPOSE_AVAILABLE",
+        "_CAKE_GDN_AVAILABLE",
+    )
     import flashinfer.gdn_prefill as gp
 
     return " ".join(f"{n}={getattr(gd, n, '<absent>')}" for n in names) + (
-        f" prefill_sm90={gp.chunk_gated_delta_rule_sm90 is not None}")
+        f" prefill_sm90={gp.chunk_gated_delta_rule_sm90 is not None}"
+    )
 
 
 def pretranspose_t1():
@@ -102,8 +108,10 @@ def pretranspose_t1():
     o, _ = f(q, k, v, S, A_log, a, dt_bias, b, use_qk_l2norm=True)
     g, beta = gates(A_log, a, dt_bias, b)
     ro, rs = ref(q, k, v, g, beta, S0)
-    return (f"out err {(o.double() - ro).abs().max().item():.2e}, "
-            f"state err {(S.double() - rs[:, -1]).abs().max().item():.2e}")
+    return (
+        f"out err {(o.double() - ro).abs().max().item():.2e}, "
+        f"state err {(S.double() - rs[:, -1]).abs().max().item():.2e}"
+    )
 
 
 def mtp_fp32(S_extra=2, big_gate=False, B=B):
@@ -115,14 +123,28 @@ def mtp_fp32(S_extra=2, big_gate=False, B=B):
     P = P0.clone()
     idx = torch.randperm(pool, device=dev)[:B].to(torch.int32)
     buf = torch.zeros(B, T + S_extra, HV, V, K, device=dev)
-    o, _ = f(q, k, v, P, idx, A_log, a, dt_bias, b, intermediate_states_buffer=buf,
-             disable_state_update=False, use_qk_l2norm=True)
+    o, _ = f(
+        q,
+        k,
+        v,
+        P,
+        idx,
+        A_log,
+        a,
+        dt_bias,
+        b,
+        intermediate_states_buffer=buf,
+        disable_state_update=False,
+        use_qk_l2norm=True,
+    )
     g, beta = gates(A_log, a, dt_bias, b)
     ro, rs = ref(q, k, v, g, beta, P0[idx.long()])
-    return (f"out err {(o.double() - ro).abs().max().item():.2e}, "
-            f"final state err {(P[idx.long()].double() - rs[:, -1]).abs().max().item():.2e}, "
-            f"intermediate[:, :T] err {(buf[:, :T].double() - rs).abs().max().item():.2e}, "
-            f"nan {bool(torch.isnan(o).any())}")
+    return (
+        f"out err {(o.double() - ro).abs().max().item():.2e}, "
+        f"final state err {(P[idx.long()].double() - rs[:, -1]).abs().max().item():.2e}, "
+        f"intermediate[:, :T] err {(buf[:, :T].double() - rs).abs().max().item():.2e}, "
+        f"nan {bool(torch.isnan(o).any())}"
+    )
 
 
 def mtp_bf16_pool(S_extra=0, big_gate=False):
@@ -134,14 +156,28 @@ def mtp_bf16_pool(S_extra=0, big_gate=False):
     P = P0.clone()
     idx = torch.tensor([2, 0, 4], device=dev, dtype=torch.int32)
     buf = torch.zeros(B, T + S_extra, HV, V, K, device=dev, dtype=torch.bfloat16)
-    o = f(A_log, a, dt_bias, q=q, k=k, v=v, b=b, initial_state_source=P,
-          initial_state_indices=idx, intermediate_states_buffer=buf,
-          disable_state_update=False, use_qk_l2norm_in_kernel=True, scale=scale)
+    o = f(
+        A_log,
+        a,
+        dt_bias,
+        q=q,
+        k=k,
+        v=v,
+        b=b,
+        initial_state_source=P,
+        initial_state_indices=idx,
+        intermediate_states_buffer=buf,
+        disable_state_update=False,
+        use_qk_l2norm_in_kernel=True,
+        scale=scale,
+    )
     g, beta = gates(A_log, a, dt_bias, b)
     ro, rs = ref(q, k, v, g, beta, P0[idx.long()])
-    return (f"out err {(o.double() - ro).abs().max().item():.2e}, "
-            f"intermediate[:, :T] err {(buf[:, :T].double() - rs).abs().max().item():.2e}, "
-            f"nan {bool(torch.isnan(o).any())}")
+    return (
+        f"out err {(o.double() - ro).abs().max().item():.2e}, "
+        f"intermediate[:, :T] err {(buf[:, :T].double() - rs).abs().max().item():.2e}, "
+        f"nan {bool(torch.isnan(o).any())}"
+    )
 
 
 def prefill():
@@ -156,17 +192,36 @@ def prefill():
     g = torch.rand(tot, HV, device=dev) * 0.2 + 0.8
     beta = torch.rand(tot, HV, device=dev)
     S0 = torch.zeros(N, HV, V, K, device=dev)  # zero start: no layout question on input
-    o, st = f(q, k, v, g, beta, scale=scale, initial_state=S0, output_final_state=True,
-              cu_seqlens=cu, output_state=torch.empty_like(S0))
+    o, st = f(
+        q,
+        k,
+        v,
+        g,
+        beta,
+        scale=scale,
+        initial_state=S0,
+        output_final_state=True,
+        cu_seqlens=cu,
+        output_state=torch.empty_like(S0),
+    )
     eo, es_vk, es_kv = 0.0, 0.0, 0.0
     for i, (s, e) in enumerate(zip(cu[:-1].tolist(), cu[1:].tolist())):
-        ro, rs = ref(q[None, s:e], k[None, s:e], v[None, s:e], g[None, s:e].double(),
-                     beta[None, s:e].double(), S0[i:i + 1], l2=False)
+        ro, rs = ref(
+            q[None, s:e],
+            k[None, s:e],
+            v[None, s:e],
+            g[None, s:e].double(),
+            beta[None, s:e].double(),
+            S0[i : i + 1],
+            l2=False,
+        )
         eo = max(eo, (o[s:e].double() - ro[0]).abs().max().item())
         es_vk = max(es_vk, (st[i].double() - rs[0, -1]).abs().max().item())
         es_kv = max(es_kv, (st[i].double() - rs[0, -1].transpose(-1, -2)).abs().max().item())
-    return (f"o{tuple(o.shape)} state{tuple(st.shape)}: out err {eo:.2e}, "
-            f"state err as [V,K] {es_vk:.2e} / as [K,V] {es_kv:.2e}")
+    return (
+        f"o{tuple(o.shape)} state{tuple(st.shape)}: out err {eo:.2e}, "
+        f"state err as [V,K] {es_vk:.2e} / as [K,V] {es_kv:.2e}"
+    )
 
 
 step("flags", flags)

@@ -8,6 +8,7 @@ dependency). A module belongs to the first stage whose prefix it has; the stages
 import from an earlier stage into a later one runs back up; a cycle is a set of modules that import each other.
 tests/, scripts/, bench/ and the pytest suites (fuzz/test_*.py, fuzz/conftest.py) are users of the graph, not in it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,18 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("reference", "fuzz.model", "fuzz.generate", "fuzz.targets", "fuzz.standins", "fuzz.judge", "fuzz.run",
-          "fuzz.export", "fuzz.suite", "fuzz.cli")
+STAGES = (
+    "reference",
+    "fuzz.model",
+    "fuzz.generate",
+    "fuzz.targets",
+    "fuzz.standins",
+    "fuzz.judge",
+    "fuzz.run",
+    "fuzz.export",
+    "fuzz.suite",
+    "fuzz.cli",
+)
 BEGIN, END = "<!-- import graph: python scripts/import_graph.py -->", "<!-- end of import graph -->"
 
 
@@ -127,12 +138,15 @@ def main(argv=None) -> int:
     readme = (ROOT / "README.md").read_text()
     start, end = readme.find(BEGIN), readme.find(END)
     if start < 0 or end < 0:
-        print("README.md has no import graph block: paste the output of python scripts/import_graph.py",
-              file=sys.stderr)
+        print(
+            "README.md has no import graph block: paste the output of python scripts/import_graph.py", file=sys.stderr
+        )
         return 1
-    if readme[start:end + len(END)] != block():
-        print("README.md's import graph is stale: replace its block with the output of python scripts/import_graph.py",
-              file=sys.stderr)
+    if readme[start : end + len(END)] != block():
+        print(
+            "README.md's import graph is stale: replace its block with the output of python scripts/import_graph.py",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -1,4 +1,5 @@
 """Fixtures shared by the project's tests."""
+
 import sys
 from contextlib import ExitStack
 from pathlib import Path

@@ -14,6 +14,7 @@ the crash-isolation tests. Same API and results, except:
 
 Only ever call it inside an isolated worker (`fuzz.run.worker`): in-process it kills the test run.
 """
+
 from __future__ import annotations
 
 import functools

@@ -1,5 +1,6 @@
 """pytest plugin for tests/cli/test_campaign.py: ends the process hard after the first test's teardown, as a campaign
 round killed mid-run ends (no session finish, no terminal summary)."""
+
 import os
 
 import pytest

@@ -1,6 +1,7 @@
 """Planted bugs for the fuzzer's self-test: each mutant is the correct FlashInfer CPU stand-in with ONE
 seam broken the way a shipped kernel broke it. Module-level instances are override specs:
 `overridden({"flashinfer": "tests.mutants:unguarded_pad_slot"})`."""
+
 from __future__ import annotations
 
 import torch
@@ -159,7 +160,7 @@ class WrappedSlotOffset(FlashInferCPU):
 
     def _at(self, pool, slot: int):
         half = 2 ** (self.OFFSET_BITS - 1)
-        offset = (slot * pool.stride(0) + half) % 2 ** self.OFFSET_BITS - half
+        offset = (slot * pool.stride(0) + half) % 2**self.OFFSET_BITS - half
         return torch.as_strided(pool, pool.shape[1:], pool.stride()[1:], pool.storage_offset() + offset)
 
     def load_pool(self, pool, slots):
@@ -192,10 +193,12 @@ class CachedDefaultOutput(FlashInferCPU):
     def _run(self, path, q, k, v, pool, read_idx, write_idx, A_log, a, dt_bias, b, scale, output, *args, **kwargs):
         if output is None:
             shape = (*q.shape[:2], *v.shape[2:])
-            output = self.kernels.setdefault(("default output", path, shape, q.dtype),
-                                             torch.empty(shape, dtype=q.dtype))
-        return super()._run(path, q, k, v, pool, read_idx, write_idx, A_log, a, dt_bias, b, scale, output, *args,
-                            **kwargs)
+            output = self.kernels.setdefault(
+                ("default output", path, shape, q.dtype), torch.empty(shape, dtype=q.dtype)
+            )
+        return super()._run(
+            path, q, k, v, pool, read_idx, write_idx, A_log, a, dt_bias, b, scale, output, *args, **kwargs
+        )
 
 
 class InputDtypeLeftOutOfKey(FlashInferCPU):
@@ -206,8 +209,10 @@ class InputDtypeLeftOutOfKey(FlashInferCPU):
     def _run(self, path, q, *args, **kwargs):
         compiled = self.kernels.setdefault(("inputs", path, *q.shape[1:]), q.dtype)  # B is dynamic
         if compiled != q.dtype:
-            raise ValueError(f"Mismatched Tensor on argument #0 when calling: `q`, expected dtype="
-                             f"{str(compiled).removeprefix('torch.')}, got {str(q.dtype).removeprefix('torch.')}")
+            raise ValueError(
+                f"Mismatched Tensor on argument #0 when calling: `q`, expected dtype="
+                f"{str(compiled).removeprefix('torch.')}, got {str(q.dtype).removeprefix('torch.')}"
+            )
         return super()._run(path, q, *args, **kwargs)
 
 

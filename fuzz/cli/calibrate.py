@@ -9,6 +9,7 @@ bug bears on the output is a bound that a rounding the precision model leaves ou
 as bf16, a state rounded once more per step): the row says UNMODELLED, and the rounding is to be found and modelled
 in fuzz/judge/oracle.py, never answered by widening the tolerance.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,16 @@ def rows(report: RunReport) -> list[Row]:
     for cell, seen in sorted(ratios.items(), key=lambda kv: tuple(vars(kv[0]).values())):
         worst, case = max(seen)
         version = report.targets.get(cell.target, {}).get("version")
-        table.append(Row(cell, len(seen), percentile([x for x, _ in seen], 99), worst, case,
-                         _bearing(cell.target, cell.output, version)))
+        table.append(
+            Row(
+                cell,
+                len(seen),
+                percentile([x for x, _ in seen], 99),
+                worst,
+                case,
+                _bearing(cell.target, cell.output, version),
+            )
+        )
     return table
 
 
@@ -78,13 +87,18 @@ def _bearing(target_name: str, output: str, version: str | None) -> tuple[str, .
 
 
 def markdown(table: list[Row]) -> str:
-    lines = ["| target | output | state | inputs | passing examples | p99 error/bound | largest | known bugs on it | "
-             "largest at |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| target | output | state | inputs | passing examples | p99 error/bound | largest | known bugs on it | "
+        "largest at |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in table:
         flag = " **UNMODELLED?**" if r.unmodelled else ""
-        lines.append(f"| {r.cell.target} | {r.cell.output} | {r.cell.state_dtype} | {r.cell.input_dtype} | "
-                     f"{r.examples} | {r.p99:.3f} | {r.worst:.3f}{flag} | {', '.join(r.bugs) or '-'} | "
-                     f"`{r.worst_case[:120]}` |")
+        lines.append(
+            f"| {r.cell.target} | {r.cell.output} | {r.cell.state_dtype} | {r.cell.input_dtype} | "
+            f"{r.examples} | {r.p99:.3f} | {r.worst:.3f}{flag} | {', '.join(r.bugs) or '-'} | "
+            f"`{r.worst_case[:120]}` |"
+        )
     return "\n".join(lines)
 
 

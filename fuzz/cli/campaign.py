@@ -11,6 +11,7 @@ test.
     gdn-fuzz campaign --profile h200 --test-seconds 60 --workers 2 --out campaign/ \\
         --installation 0.7.4=/tmp/site --installation 0.6.11=/tmp/site-fi0611 flashinfer-
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,14 +67,24 @@ def run_job(job: Job, args, watch: Watch | None = None) -> dict:
     events.clear(progress)
     selection, extra = selected(job.family, args.pytest)
     # -v for the log's reader: the progress comes from the events, whatever verbosity the extra arguments ask for
-    cmd = ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={args.profile}", "-k", selection,
-           f"--gdn-masks={args.masks}", f"--gdn-test-seconds={args.test_seconds:g}",
-           f"--gdn-shrink-seconds={args.shrink_seconds:g}", f"--gdn-report={report}", f"--gdn-live-log={live}",
-           f"--gdn-events={progress}",
-           *(["--gdn-workers=auto"] if args.workers == "auto" else [f"-n{args.workers}"] if int(args.workers) > 1
-             else []),
-           *([f"--gdn-db={job.out / (job.name + '-db')}"] if args.db_per_run else []),
-           *([f"--gdn-resume={resume}"] if resume and resume.is_file() else []), *extra]
+    cmd = [
+        "-v",
+        "-p",
+        "no:cacheprovider",
+        f"--hypothesis-profile={args.profile}",
+        "-k",
+        selection,
+        f"--gdn-masks={args.masks}",
+        f"--gdn-test-seconds={args.test_seconds:g}",
+        f"--gdn-shrink-seconds={args.shrink_seconds:g}",
+        f"--gdn-report={report}",
+        f"--gdn-live-log={live}",
+        f"--gdn-events={progress}",
+        *(["--gdn-workers=auto"] if args.workers == "auto" else [f"-n{args.workers}"] if int(args.workers) > 1 else []),
+        *([f"--gdn-db={job.out / (job.name + '-db')}"] if args.db_per_run else []),
+        *([f"--gdn-resume={resume}"] if resume and resume.is_file() else []),
+        *extra,
+    ]
     began = time.monotonic()
     proc = job.where.pytest(cmd, job.out / f"{job.name}.log")
     if watch is not None:
@@ -97,12 +108,21 @@ def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bo
     if killed:
         failures += unfinished(live, {(f.target, f.failure.kind) for f in ours}, job.family)
     records = [r for r in data.records if r.target.startswith(job.family)]
-    return {"installation": job.where.label, "family": job.family, "seconds": round(seconds, 1),
-            "exit": exit, "killed": killed, "db_per_run": db_per_run, "failures": failures,
-            "errors": [e.to_json() for e in data.errors], "environment": data.environment, "examples": len(records),
-            "distinct": len({(r.target, r.case) for r in records}),
-            "buckets": len({r.bucket for r in records}),
-            "targets": {n: data.target_summary(n) for n in data.targets if n.startswith(job.family)}}
+    return {
+        "installation": job.where.label,
+        "family": job.family,
+        "seconds": round(seconds, 1),
+        "exit": exit,
+        "killed": killed,
+        "db_per_run": db_per_run,
+        "failures": failures,
+        "errors": [e.to_json() for e in data.errors],
+        "environment": data.environment,
+        "examples": len(records),
+        "distinct": len({(r.target, r.case) for r in records}),
+        "buckets": len({r.bucket for r in records}),
+        "targets": {n: data.target_summary(n) for n in data.targets if n.startswith(job.family)},
+    }
 
 
 def unfinished(live: Path, reported: set, family: str) -> list[dict]:
@@ -115,9 +135,20 @@ def unfinished(live: Path, reported: set, family: str) -> list[dict]:
         key, case = (logged.target, logged.kind), logged.case
         if key not in reported and (key not in smallest or case.size_key() < smallest[key].case.size_key()):
             smallest[key] = logged
-    return [{"target": f.target, "kind": f.kind, "case": repr(f.case), "detail": f.detail, "key": f.key.to_json(),
-             "minimal": False, "first_hit_seconds": None, "hits": None, "test": None}
-            for _, f in sorted(smallest.items(), key=lambda kv: kv[0])]
+    return [
+        {
+            "target": f.target,
+            "kind": f.kind,
+            "case": repr(f.case),
+            "detail": f.detail,
+            "key": f.key.to_json(),
+            "minimal": False,
+            "first_hit_seconds": None,
+            "hits": None,
+            "test": None,
+        }
+        for _, f in sorted(smallest.items(), key=lambda kv: kv[0])
+    ]
 
 
 def _check(args, wheres: list[installation.Installation]) -> None:
@@ -129,21 +160,29 @@ def _check(args, wheres: list[installation.Installation]) -> None:
             raise ValueError(f"family {family!r} is the prefix of no target name (fla-, sglang-, flashinfer-...)")
     labels = [w.label for w in wheres]
     if twice := sorted({label for label in labels if labels.count(label) > 1}):
-        raise ValueError(f"installation label {twice[0]!r} given twice: each run's files are named by it; "
-                         "give LABEL=PATH")
+        raise ValueError(
+            f"installation label {twice[0]!r} given twice: each run's files are named by it; give LABEL=PATH"
+        )
     for name, value, ok, expected in (
-            ("--test-seconds", args.test_seconds, args.test_seconds > 0, "> 0"),
-            ("--shrink-seconds", args.shrink_seconds, args.shrink_seconds >= 0, ">= 0"),
-            ("--workers", args.workers,
-             args.workers == "auto" or str(args.workers).isdigit() and int(args.workers) >= 1, ">= 1 or auto"),
-            ("--timeout", args.timeout, args.timeout is None or args.timeout > 0, "> 0")):
+        ("--test-seconds", args.test_seconds, args.test_seconds > 0, "> 0"),
+        ("--shrink-seconds", args.shrink_seconds, args.shrink_seconds >= 0, ">= 0"),
+        (
+            "--workers",
+            args.workers,
+            args.workers == "auto" or str(args.workers).isdigit() and int(args.workers) >= 1,
+            ">= 1 or auto",
+        ),
+        ("--timeout", args.timeout, args.timeout is None or args.timeout > 0, "> 0"),
+    ):
         if not ok:
             raise ValueError(f"{name} {value if isinstance(value, str) else f'{value:g}'}: expected {expected}")
     if args.resume and not args.resume.is_dir():
         raise ValueError(f"--resume {args.resume}: no such directory (an earlier campaign's --out)")
     if args.resume and args.resume.resolve() == args.out.resolve():
-        raise ValueError(f"--resume {args.resume}: give the new campaign another --out (its runs would replace the "
-                         "live logs they resume)")
+        raise ValueError(
+            f"--resume {args.resume}: give the new campaign another --out (its runs would replace the "
+            "live logs they resume)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,25 +190,45 @@ def main(argv: list[str] | None = None) -> int:
 
     p = Parser(prog="gdn-fuzz campaign", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("families", nargs="*", help="target-name prefixes (flashinfer-, fla-, sglang-)")
-    p.add_argument("--installation", action="append", default=[], metavar="[LABEL=]PYTHON_OR_DIR",
-                   help="run on this installation (several: each release at once); default: this interpreter")
+    p.add_argument(
+        "--installation",
+        action="append",
+        default=[],
+        metavar="[LABEL=]PYTHON_OR_DIR",
+        help="run on this installation (several: each release at once); default: this interpreter",
+    )
     p.add_argument("--profile", default="h200", choices=PROFILES)
     p.add_argument("--test-seconds", type=float, default=60.0, help="time box per fuzz test")
     p.add_argument("--shrink-seconds", type=float, default=120.0)
-    p.add_argument("--workers", default="1", help="pytest-xdist workers per run (-n), or auto: the count where "
-                   "distinct cases per minute peaked for the GPU (pytest's --gdn-workers auto, fuzz.run.workers)")
+    p.add_argument(
+        "--workers",
+        default="1",
+        help="pytest-xdist workers per run (-n), or auto: the count where "
+        "distinct cases per minute peaked for the GPU (pytest's --gdn-workers auto, fuzz.run.workers)",
+    )
     p.add_argument("--masks", default="none", choices=("none", "release", "all"))
     p.add_argument("--timeout", type=float, default=None, help="seconds before a run is killed")
-    p.add_argument("--db-per-run", action="store_true",
-                   help="an example database per run (OUT/NAME-db) instead of the profile's shared one: no run replays "
-                        "what another found, so times to first hit are each run's own")
+    p.add_argument(
+        "--db-per-run",
+        action="store_true",
+        help="an example database per run (OUT/NAME-db) instead of the profile's shared one: no run replays "
+        "what another found, so times to first hit are each run's own",
+    )
     p.add_argument("--out", type=Path, default=Path("campaign"))
-    p.add_argument("--resume", type=Path, metavar="OLD_OUT",
-                   help="an earlier campaign's --out: each run first finishes the shrinks the same run there left cut "
-                        "off (pytest --gdn-resume OLD_OUT/NAME-failures.jsonl, where that file exists)")
-    p.add_argument("--render", type=Path, metavar="SUMMARY_JSON",
-                   help="run nothing: print the tables of an earlier campaign's summary.json, triaged anew against "
-                        "today's known-bug records, titled with the settings it stored")
+    p.add_argument(
+        "--resume",
+        type=Path,
+        metavar="OLD_OUT",
+        help="an earlier campaign's --out: each run first finishes the shrinks the same run there left cut "
+        "off (pytest --gdn-resume OLD_OUT/NAME-failures.jsonl, where that file exists)",
+    )
+    p.add_argument(
+        "--render",
+        type=Path,
+        metavar="SUMMARY_JSON",
+        help="run nothing: print the tables of an earlier campaign's summary.json, triaged anew against "
+        "today's known-bug records, titled with the settings it stored",
+    )
     p.add_argument("--pytest", nargs=argparse.REMAINDER, default=[], help="more pytest arguments for every run")
     args = p.parse_args(argv)
     if args.render:
@@ -198,8 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         progress.until(lambda: all(f.done() for f in futures))
         results = [f.result() for f in futures]
     settings = Settings.of(args)
-    (args.out / "summary.json").write_text(json.dumps({"settings": settings.to_json(), "runs": results}, indent=1)
-                                           + "\n")
+    (args.out / "summary.json").write_text(
+        json.dumps({"settings": settings.to_json(), "runs": results}, indent=1) + "\n"
+    )
     text = markdown(results, settings)
     (args.out / "summary.md").write_text(text)
     print(text)
@@ -213,7 +273,10 @@ def exit_code(results: list[dict]) -> int:
     runs = [RunRow.from_json(r) for r in results]
     broken = [r for r in runs if r.broken]
     for r in broken:
-        print(f"gdn-fuzz campaign: {r.installation} {r.family}: pytest exit {r.exit}"
-              f"{' (killed)' if r.killed else ''}, {r.examples} checks: see {r.installation}-"
-              f"{r.family.rstrip('-')}.log", file=sys.stderr)
+        print(
+            f"gdn-fuzz campaign: {r.installation} {r.family}: pytest exit {r.exit}"
+            f"{' (killed)' if r.killed else ''}, {r.examples} checks: see {r.installation}-"
+            f"{r.family.rstrip('-')}.log",
+            file=sys.stderr,
+        )
     return 3 if broken else 1 if any(r.failures for r in runs) else 0

@@ -2,6 +2,7 @@
 time to first hit, hits) with its triage against the known-bug records (fuzz.targets.triage: the records that
 explain it, or NEW; an argument TypeError is ADAPTER ERROR, a defect of gdn-fuzz), then the same failures rolled up
 per known bug."""
+
 from __future__ import annotations
 
 import re
@@ -32,16 +33,28 @@ class Settings:
 
     @classmethod
     def of(cls, args) -> Settings:
-        return cls(args.profile, args.test_seconds, args.masks, str(args.workers), tuple(args.families or ()),
-                   tuple(args.pytest or ()))
+        return cls(
+            args.profile,
+            args.test_seconds,
+            args.masks,
+            str(args.workers),
+            tuple(args.families or ()),
+            tuple(args.pytest or ()),
+        )
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict) -> Settings:
-        return cls(d["profile"], float(d["test_seconds"]), d["masks"], str(d["workers"]), tuple(d.get("families", ())),
-                   tuple(d.get("pytest", ())))
+        return cls(
+            d["profile"],
+            float(d["test_seconds"]),
+            d["masks"],
+            str(d["workers"]),
+            tuple(d.get("families", ())),
+            tuple(d.get("pytest", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -76,10 +89,20 @@ class FailureRow:
     @classmethod
     def from_json(cls, d: dict) -> FailureRow:
         crash = d.get("attribution")
-        return cls(d["target"], d["kind"], Case.parse(d["case"]), d["detail"], d["minimal"], d["first_hit_seconds"],
-                   d["hits"], d.get("test"), FailureKey.from_json(d["key"]) if d.get("key") else None,
-                   d.get("examples_before"), CrashAttribution.from_json(crash) if crash else None,
-                   tuple(map(Case.parse, d.get("before", ()))))
+        return cls(
+            d["target"],
+            d["kind"],
+            Case.parse(d["case"]),
+            d["detail"],
+            d["minimal"],
+            d["first_hit_seconds"],
+            d["hits"],
+            d.get("test"),
+            FailureKey.from_json(d["key"]) if d.get("key") else None,
+            d.get("examples_before"),
+            CrashAttribution.from_json(crash) if crash else None,
+            tuple(map(Case.parse, d.get("before", ()))),
+        )
 
 
 @dataclass(frozen=True)
@@ -103,9 +126,21 @@ class RunRow:
 
     @classmethod
     def from_json(cls, d: dict) -> RunRow:
-        return cls(d["installation"], d["family"], d["seconds"], d["exit"], d["killed"], d["examples"], d["distinct"],
-                   d["buckets"], tuple(map(FailureRow.from_json, d["failures"])),
-                   tuple(map(FailedTest.from_json, d["errors"])), d["environment"], d["targets"], d.get("db_per_run"))
+        return cls(
+            d["installation"],
+            d["family"],
+            d["seconds"],
+            d["exit"],
+            d["killed"],
+            d["examples"],
+            d["distinct"],
+            d["buckets"],
+            tuple(map(FailureRow.from_json, d["failures"])),
+            tuple(map(FailedTest.from_json, d["errors"])),
+            d["environment"],
+            d["targets"],
+            d.get("db_per_run"),
+        )
 
     @property
     def broken(self) -> bool:
@@ -120,37 +155,58 @@ def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
     """The campaign's tables, from the runs of its summary.json; `stored`: the settings are the summary's own (else
     given on --render's command line, for a summary.json written before campaigns stored them)."""
     given = "" if stored else " (settings from the command line: this summary.json does not hold them)"
-    lines = [f"# gdn-fuzz campaign: profile {settings.profile}, {settings.test_seconds:g} s per fuzz test, masks "
-             f"{settings.masks}, {settings.workers} worker(s) per run{given}", ""]
+    lines = [
+        f"# gdn-fuzz campaign: profile {settings.profile}, {settings.test_seconds:g} s per fuzz test, masks "
+        f"{settings.masks}, {settings.workers} worker(s) per run{given}",
+        "",
+    ]
     if settings.pytest:
         lines += [f"pytest arguments of every run: `{' '.join(settings.pytest)}`", ""]
     for r in map(RunRow.from_json, runs):
         env = r.environment
-        lines += [f"## {r.installation}: {r.family} ({r.seconds} s{', KILLED' if r.killed else ''}, "
-                  f"pytest exit {r.exit}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')}"
-                  f"{_database(r.db_per_run)})", ""]
+        lines += [
+            f"## {r.installation}: {r.family} ({r.seconds} s{', KILLED' if r.killed else ''}, "
+            f"pytest exit {r.exit}; {env.get('gpu') or 'no GPU'}, torch {env.get('torch', '?')}"
+            f"{_database(r.db_per_run)})",
+            "",
+        ]
         minutes = r.seconds / 60
-        lines += [f"{r.distinct} distinct cases ({r.examples} checks) in {r.seconds} s: "
-                  f"**{r.distinct / minutes:.0f} distinct cases per minute**; {r.buckets} compile buckets "
-                  f"covered ({10 * r.buckets / minutes:.0f} per 10 minutes)", ""]
+        lines += [
+            f"{r.distinct} distinct cases ({r.examples} checks) in {r.seconds} s: "
+            f"**{r.distinct / minutes:.0f} distinct cases per minute**; {r.buckets} compile buckets "
+            f"covered ({10 * r.buckets / minutes:.0f} per 10 minutes)",
+            "",
+        ]
         for name, t in sorted(r.targets.items()):
             if t["unavailable"]:
                 lines.append(f"- {name}: UNAVAILABLE: {t['unavailable']}")
             else:
-                runs = ", ".join(f"{op} {n} ({_share(t['distinct'].get(op, n), r.distinct, minutes)})"
-                                 for op, n in t["examples"].items())
-                lines.append(f"- {name} {t['version'] or ''}: {runs or 'no examples'}"
-                             + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.get("ops_off", {}).items()))
-        lines += ["", "| # | kind | target / op | minimal coordinate | first hit | hits | note |",
-                  "|---|---|---|---|---|---|---|"]
+                runs = ", ".join(
+                    f"{op} {n} ({_share(t['distinct'].get(op, n), r.distinct, minutes)})"
+                    for op, n in t["examples"].items()
+                )
+                lines.append(
+                    f"- {name} {t['version'] or ''}: {runs or 'no examples'}"
+                    + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.get("ops_off", {}).items())
+                )
+        lines += [
+            "",
+            "| # | kind | target / op | minimal coordinate | first hit | hits | note |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for i, f in enumerate(r.failures, 1):
             hit = "-" if f.first_hit_seconds is None else f"{f.first_hit_seconds:.1f} s"
-            lines.append(f"| {i} | {f.kind} | {f.target} {f.case.op} | `{f.case!r}` | {hit} | {f.hits or '-'} | "
-                         f"{_note(f, r.version(f.target))} |")
+            lines.append(
+                f"| {i} | {f.kind} | {f.target} {f.case.op} | `{f.case!r}` | {hit} | {f.hits or '-'} | "
+                f"{_note(f, r.version(f.target))} |"
+            )
         if not r.failures:
             lines.append("| - | none | | | | | |")
-        lines += [f"- error (not a finding): {e.test}: {e.message[:300]}" for e in r.errors
-                  if not any(e.test == f.test for f in r.failures)]
+        lines += [
+            f"- error (not a finding): {e.test}: {e.message[:300]}"
+            for e in r.errors
+            if not any(e.test == f.test for f in r.failures)
+        ]
         lines += ["", *by_bug(r), ""]
     return "\n".join(lines)
 
@@ -197,17 +253,22 @@ def by_bug(r: RunRow) -> list[str]:
         groups["ADAPTER ERROR (ours)" if f.adapter_error else " + ".join(b.id for b in bugs) or "NEW"].append(f)
     if not groups:
         return []
-    earliest = lambda fs: min((f for f in fs if f.first_hit_seconds is not None),
-                              key=lambda f: f.first_hit_seconds, default=None)
-    lines = ["| known bug | distinct failures | kinds | targets | first hit | cases before | smallest case |",
-             "|---|---|---|---|---|---|---|"]
+    earliest = lambda fs: min(
+        (f for f in fs if f.first_hit_seconds is not None), key=lambda f: f.first_hit_seconds, default=None
+    )
+    lines = [
+        "| known bug | distinct failures | kinds | targets | first hit | cases before | smallest case |",
+        "|---|---|---|---|---|---|---|",
+    ]
     order = lambda kv: (earliest(kv[1]) is None, earliest(kv[1]).first_hit_seconds if earliest(kv[1]) else 0)
     for name, fs in sorted(groups.items(), key=order):
         small = repr(min(fs, key=lambda f: f.case.size_key()).case)
         first = earliest(fs)
         hit, before = (first.first_hit_seconds, first.examples_before) if first else (None, None)
-        lines.append(f"| {name} | {len(fs)} | {', '.join(sorted({f.kind for f in fs}))} | "
-                     f"{', '.join(sorted({f.target for f in fs}))} | {'-' if hit is None else f'{hit:.1f} s'} | "
-                     f"{'-' if before is None else before} | "
-                     f"`{small if len(small) <= 130 else small[:127] + '...'}` |")
+        lines.append(
+            f"| {name} | {len(fs)} | {', '.join(sorted({f.kind for f in fs}))} | "
+            f"{', '.join(sorted({f.target for f in fs}))} | {'-' if hit is None else f'{hit:.1f} s'} | "
+            f"{'-' if before is None else before} | "
+            f"`{small if len(small) <= 130 else small[:127] + '...'}` |"
+        )
     return lines

@@ -4,6 +4,7 @@ with --issue a markdown body for an upstream issue (fuzz.export.issue).
     gdn-fuzz export corpus/sglang-recurrent-decode-StateMismatch-0.json -o repro.py --issue issue.md
     gdn-fuzz export 'decode-B1-T1-...' --target flashinfer-bf16 --module fuzz.standins.flashinfer_cpu -o r.py
 """
+
 from __future__ import annotations
 
 import sys
@@ -41,8 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         target = script.target_named(target_name)
         recorded = recording.record(target, case, args.module)
-        text = script.export_script(case, target_name, library_module=args.module, entry=entry,
-                                    name=args.output.name if args.output else "repro.py", recorded=recorded)
+        text = script.export_script(
+            case,
+            target_name,
+            library_module=args.module,
+            entry=entry,
+            name=args.output.name if args.output else "repro.py",
+            recorded=recorded,
+        )
     except ValueError as e:
         parser.error(str(e))
     if not args.output:

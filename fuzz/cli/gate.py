@@ -26,6 +26,7 @@ events (NAME-events.jsonl, fuzz.run.events). Exit status: 1 on any new failure, 
 An installation is a python executable (a venv's bin/python, or the venv directory itself) or a directory put first
 on PYTHONPATH (`pip install --no-deps --target DIR lib==X`). Both sides run this gdn-fuzz's fuzz suites.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,6 +72,7 @@ def run_sides(sides: list[Side], out: Path, plan: Plan, parallel: bool) -> None:
 
 # ---- failures ----------------------------------------------------------------------------------------------------
 
+
 def findings(report: RunReport) -> list[Finding]:
     found = [Finding(f.test, f.failure.key, f.failure.detail, f.failure.case, f) for f in report.failures]
     fuzzed = {f.test for f in report.failures}
@@ -81,8 +83,14 @@ def findings(report: RunReport) -> list[Finding]:
         if e.when != "call":
             kind = f"{kind} at {e.when}"
         target, case = _corpus_case(e.test)
-        found.append(Finding(e.test, FailureKey(kind, target, case.op if case else "", "", normalized(detail)),
-                             detail.splitlines()[0][:300] if detail else "", case))
+        found.append(
+            Finding(
+                e.test,
+                FailureKey(kind, target, case.op if case else "", "", normalized(detail)),
+                detail.splitlines()[0][:300] if detail else "",
+                case,
+            )
+        )
     return found
 
 
@@ -112,16 +120,20 @@ def compare(baseline: Side, candidate: Side) -> list[Row]:
             rows.append(Row("unchanged", base.pop(b), cand.pop(k), f"same minimal case; cause was: {b[1].cause}"))
     for f in cand.values():
         if f.kind == XPASS:  # the known bug no longer reproduces
-            rows.append(Row("fixed", None, f, "the corpus entry's known bug does not reproduce on the candidate")
-                        if f.test in baseline.ran else Row("untested", None, f, "the baseline did not run this test"))
+            rows.append(
+                Row("fixed", None, f, "the corpus entry's known bug does not reproduce on the candidate")
+                if f.test in baseline.ran
+                else Row("untested", None, f, "the baseline did not run this test")
+            )
         else:
             rows.append(Row("new", None, f, "" if f.test in baseline.ran else "the baseline did not run this test"))
     for f in base.values():
         if f.test not in candidate.ran:
             rows.append(Row("untested", f, None, "the candidate did not run this test"))
         elif f.kind == XPASS:
-            rows.append(Row("new", f, None, "the corpus entry's known bug reproduces on the candidate, not on the "
-                                            "baseline"))
+            rows.append(
+                Row("new", f, None, "the corpus entry's known bug reproduces on the candidate, not on the baseline")
+            )
         else:
             rows.append(Row("fixed", f, None))
     return sorted(rows, key=lambda r: (STATUSES.index(r.status), r.finding.test, r.finding.kind))
@@ -138,11 +150,12 @@ def export_scripts(rows: list[Row], sides: list[Side], directory: Path) -> None:
     for n, row in enumerate((r for r in rows if r.status in ("new", "fixed") and r.finding.case), 1):
         f, side = row.finding, by_name[row.failing_side]
         other = next(s for s in sides if s is not side)
-        note = (f"gdn-fuzz gate: {row.status} failure {f.kind} of {f.test}; it reproduces on the {side.name} "
-                f"({side.where.spec}), not on the {other.name} ({other.where.spec}): run it with each side's python.")
+        note = (
+            f"gdn-fuzz gate: {row.status} failure {f.kind} of {f.test}; it reproduces on the {side.name} "
+            f"({side.where.spec}), not on the {other.name} ({other.where.spec}): run it with each side's python."
+        )
         try:
-            text = export_script(f.case, f.target,
-                                 library_module=side.override(family.get(f.target, "")), note=note)
+            text = export_script(f.case, f.target, library_module=side.override(family.get(f.target, "")), note=note)
         except Exception as e:  # noqa: BLE001 - one failed export must not fail the gate
             row.script_error = f"{type(e).__name__}: {e}"
             continue
@@ -152,6 +165,7 @@ def export_scripts(rows: list[Row], sides: list[Side], directory: Path) -> None:
 
 
 # ---- numerics drift ----------------------------------------------------------------------------------------------
+
 
 def _ratios(report: RunReport) -> dict[tuple[str, str], dict[tuple[str, Case], float]]:
     """(target, kind) -> {(test, case): error/bound}; a case checked twice keeps its worst ratio."""
@@ -184,32 +198,62 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = Parser(prog="gdn-fuzz")
     gate = parser.add_subparsers(dest="command", required=True).add_parser(
-        "gate", help="compare a baseline and a candidate installation of the target libraries",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "gate",
+        help="compare a baseline and a candidate installation of the target libraries",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     for name in SIDES:
         gate.add_argument(f"--{name}", required=True, metavar="PYTHON_OR_DIR")
-        gate.add_argument(f"--{name}-override", action="append", default=[], metavar="FAMILY=module[:attr]",
-                          help=f"--gdn-target for the {name} side only")
+        gate.add_argument(
+            f"--{name}-override",
+            action="append",
+            default=[],
+            metavar="FAMILY=module[:attr]",
+            help=f"--gdn-target for the {name} side only",
+        )
     gate.add_argument("--profile", default="gate", help="gate (CPU, the default), or h200 / b200 on a GPU host")
-    gate.add_argument("--families", default="", metavar="FAMILY,...",
-                      help="fuzz and replay only these families (fla, sglang, flashinfer); they must be available")
+    gate.add_argument(
+        "--families",
+        default="",
+        metavar="FAMILY,...",
+        help="fuzz and replay only these families (fla, sglang, flashinfer); they must be available",
+    )
     gate.add_argument("-k", default="", metavar="EXPR", help="pytest -k expression, and-ed with --families")
-    gate.add_argument("--examples", type=int, default=None,
-                      help="examples per test on the gate and GPU profiles (default: the profile's)")
+    gate.add_argument(
+        "--examples",
+        type=int,
+        default=None,
+        help="examples per test on the gate and GPU profiles (default: the profile's)",
+    )
     gate.add_argument("--parallel", action="store_true", help="run both sides at once")
     gate.add_argument("--out", type=Path, default=Path("gate-out"))
-    gate.add_argument("--markdown", type=Path, default=None, metavar="FILE",
-                      help="also write the markdown summary here (it always goes to OUT/summary.md)")
-    gate.add_argument("--allow-same", action="store_true",
-                      help="run even when both sides load the same build of every family (a self-check)")
+    gate.add_argument(
+        "--markdown",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the markdown summary here (it always goes to OUT/summary.md)",
+    )
+    gate.add_argument(
+        "--allow-same",
+        action="store_true",
+        help="run even when both sides load the same build of every family (a self-check)",
+    )
     gate.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for both sides")
     args = parser.parse_args(argv)
 
     from fuzz.targets.registry import FAMILIES, parse_overrides
 
     try:
-        sides = [Side(name, Installation(name, getattr(args, name)),
-                      parse_overrides(getattr(args, f"{name}_override"), f"--{name}-override")) for name in SIDES]
+        sides = [
+            Side(
+                name,
+                Installation(name, getattr(args, name)),
+                parse_overrides(getattr(args, f"{name}_override"), f"--{name}-override"),
+            )
+            for name in SIDES
+        ]
     except ValueError as e:
         gate.error(str(e))
     from fuzz.generate.profiles import PROFILES
@@ -218,8 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         gate.error(f"--profile {args.profile}: not a gdn-fuzz profile; expected one of {', '.join(PROFILES)}")
     if unknown := [f for f in args.families.split(",") if f and f not in FAMILIES]:
         gate.error(f"--families: {', '.join(unknown)} is no target family; expected some of {', '.join(FAMILIES)}")
-    plan = Plan(args.profile, tuple(f for f in args.families.split(",") if f), args.k, args.examples,
-                tuple(args.pytest_args))
+    plan = Plan(
+        args.profile, tuple(f for f in args.families.split(",") if f), args.k, args.examples, tuple(args.pytest_args)
+    )
     if importlib.util.find_spec("matplotlib") is None:  # the HTML report's plots: known before two sides run
         print("gdn-fuzz gate: error: its report needs matplotlib: pip install 'gdn-fuzz[gate]'", file=sys.stderr)
         return 2
@@ -242,8 +287,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = compare(*sides)
     export_scripts(rows, sides, out / "scripts")
-    result = Result(sides, plan, rows, drift(sides[0].report, sides[1].report),
-                    shared_coordinates(sides[0].report, sides[1].report), out)
+    result = Result(
+        sides,
+        plan,
+        rows,
+        drift(sides[0].report, sides[1].report),
+        shared_coordinates(sides[0].report, sides[1].report),
+        out,
+    )
     text = markdown(result)
     _publish(text, out, args.markdown)
     write_junit(out / "gate.xml", result, text)
@@ -269,21 +320,27 @@ def preflight(sides: list[Side], families: tuple[str, ...], allow_same: bool) ->
     for family in families:
         for side in sides:
             if why := found[side.name][family].get("why"):
-                return (f"{family} is unavailable on the {side.name} ({side.where.spec}): {why}; the gate compares it "
-                        "on both sides")
+                return (
+                    f"{family} is unavailable on the {side.name} ({side.where.spec}): {why}; the gate compares it "
+                    "on both sides"
+                )
     for side in sides:
         if side.where.env and not side.overrides:  # a directory put first on PYTHONPATH
             home = str(Path(side.where.spec).resolve())
             if not any(lib.get("where", "").startswith(home) for lib in found[side.name].values()):
                 held = sorted(p.name for p in Path(home).iterdir())[:8]
-                return (f"the {side.name} directory {side.where.spec} holds none of {', '.join(asked)} (it holds: "
-                        f"{', '.join(held) or 'nothing'}), so its python would load its own")
+                return (
+                    f"the {side.name} directory {side.where.spec} holds none of {', '.join(asked)} (it holds: "
+                    f"{', '.join(held) or 'nothing'}), so its python would load its own"
+                )
     loaded = [f for f in asked if all("why" not in found[s.name][f] for s in sides)]
     same = [f for f in loaded if len({json.dumps(found[s.name][f], sort_keys=True) for s in sides}) == 1]
     if loaded and same == loaded and not allow_same:
-        what = ", ".join(f"{f} {found[sides[0].name][f].get('version') or ''} from "
-                         f"{found[sides[0].name][f].get('override') or found[sides[0].name][f].get('where')}"
-                         for f in same)
+        what = ", ".join(
+            f"{f} {found[sides[0].name][f].get('version') or ''} from "
+            f"{found[sides[0].name][f].get('override') or found[sides[0].name][f].get('where')}"
+            for f in same
+        )
         return f"both sides load the same build ({what}): the gate would compare it with itself (--allow-same runs it)"
     return None
 
@@ -295,6 +352,7 @@ def _publish(text: str, out: Path, also: Path | None) -> None:
     if step := os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(step, "a") as f:
             f.write(text + "\n")
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,6 +2,7 @@
 reports (fuzz.cli.gate_report: it renders them): what both sides run (Plan), a side and its report (Side), one
 failure of one side (Finding), a failure as the gate classifies it (Row), the numerics drift of a target and judged
 kind (Drift) and everything the reports show (Result)."""
+
 from __future__ import annotations
 
 import statistics
@@ -55,14 +56,24 @@ class Side:
         # Both sides see the same case stream: a fixed seed, an empty example database of their own, and the masks of
         # every known bug (--gdn-masks=all; the corpus replay tracks those bugs).
         # -v for the log's reader: the progress comes from the events, whatever verbosity plan.extra asks for
-        return ["-v", "-p", "no:cacheprovider", f"--hypothesis-profile={plan.profile}", f"--hypothesis-seed={SEED}",
-                "--gdn-masks=all", f"--gdn-db={out / f'{self.name}-examples'}",
-                *([f"--gdn-examples={plan.examples}"] if plan.examples else []),
-                f"--gdn-report={out / f'{self.name}.json'}", f"--junitxml={out / f'{self.name}.xml'}",
-                f"--gdn-live-log={out / f'{self.name}-failures.jsonl'}", f"--gdn-events={events_file(out, self.name)}",
-                *(["-k", plan.selection] if plan.selection else []),
-                *([f"--gdn-require={','.join(plan.families)}"] if plan.families else []),
-                *(f"--gdn-target={family}={module}" for family, module in self.overrides.items()), *plan.extra]
+        return [
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            f"--hypothesis-profile={plan.profile}",
+            f"--hypothesis-seed={SEED}",
+            "--gdn-masks=all",
+            f"--gdn-db={out / f'{self.name}-examples'}",
+            *([f"--gdn-examples={plan.examples}"] if plan.examples else []),
+            f"--gdn-report={out / f'{self.name}.json'}",
+            f"--junitxml={out / f'{self.name}.xml'}",
+            f"--gdn-live-log={out / f'{self.name}-failures.jsonl'}",
+            f"--gdn-events={events_file(out, self.name)}",
+            *(["-k", plan.selection] if plan.selection else []),
+            *([f"--gdn-require={','.join(plan.families)}"] if plan.families else []),
+            *(f"--gdn-target={family}={module}" for family, module in self.overrides.items()),
+            *plan.extra,
+        ]
 
     def read(self, out: Path) -> None:
         """Read back the side's report from `out` and the tests it ran (its JUnit XML's and its report's); nothing
@@ -80,8 +91,13 @@ class Side:
         return ", ".join(f"{family}={module}" for family, module in self.overrides.items())
 
     def versions(self, plan: Plan) -> list[str]:
-        return sorted({f"{name} {t['version']}" for name, t in self.report.targets.items()
-                       if self.report.examples_of(name) and t.get("version") and plan.asked(name)})
+        return sorted(
+            {
+                f"{name} {t['version']}"
+                for name, t in self.report.targets.items()
+                if self.report.examples_of(name) and t.get("version") and plan.asked(name)
+            }
+        )
 
 
 def ran_tests(junit: Path) -> set[str]:

@@ -28,6 +28,7 @@ flight, with its inputs and inputs per second.
 At the end, a table per test: inputs this campaign ran, shrunk failures stored. Exit 1 when a failure is stored, 5
 when a test got no input (it was not fuzzed: listed as NOT FUZZED), else 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,7 +52,7 @@ RESTARTS = 3  # per worker, after it died
 def main(argv: list[str]) -> int:
     split = argv.index("--") if "--" in argv else len(argv)
     args = _parser().parse_args(argv[:split])
-    pytest_args = argv[split + 1:]
+    pytest_args = argv[split + 1 :]
     if args.worker:
         return _work(args.worker, pytest_args, args.events)
     try:
@@ -63,9 +64,11 @@ def main(argv: list[str]) -> int:
     from hypothesis import settings
 
     if settings().database is None:
-        print("gdn-fuzz hypofuzz: HypoFuzz keeps its corpus and failures in the example database, and this profile "
-              "has none: use --hypothesis-profile=dev, h200 or b200, or add --gdn-db DIR|redis://HOST:PORT",
-              file=sys.stderr)
+        print(
+            "gdn-fuzz hypofuzz: HypoFuzz keeps its corpus and failures in the example database, and this profile "
+            "has none: use --hypothesis-profile=dev, h200 or b200, or add --gdn-db DIR|redis://HOST:PORT",
+            file=sys.stderr,
+        )
         return 2
     nodeids = [t.nodeid for t in collected.fuzz_targets]
     for nodeid, why in collected.not_collected.items():
@@ -112,19 +115,24 @@ def _hypothesis_compat() -> None:
     if hasattr(ConjectureResult, "slice_comments"):
         return
     ConjectureResult.slice_comments = property(lambda self: self.span_comments)
-    ConjectureData.slice_comments = property(lambda self: self.span_comments,
-                                             lambda self, comments: setattr(self, "span_comments", comments))
+    ConjectureData.slice_comments = property(
+        lambda self: self.span_comments, lambda self, comments: setattr(self, "span_comments", comments)
+    )
 
 
 # ---- the launcher -------------------------------------------------------------------------------------------------
 def _spawn(nodeids: list[str], gpu: str | None, pytest_args: list[str], events: Path) -> subprocess.Popen:
     env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
-    return subprocess.Popen([sys.executable, "-m", "fuzz.cli.hypofuzz", "--worker", *nodeids, "--events", str(events),
-                             "--", *pytest_args], env=env, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "fuzz.cli.hypofuzz", "--worker", *nodeids, "--events", str(events), "--", *pytest_args],
+        env=env,
+        start_new_session=True,
+    )
 
 
-def _run_workers(shares: list[list[str]], gpus: list[str], pytest_args: list[str], seconds: float | None,
-                 out: Path) -> None:
+def _run_workers(
+    shares: list[list[str]], gpus: list[str], pytest_args: list[str], seconds: float | None, out: Path
+) -> None:
     """Run the workers until they are done, `seconds` pass or Ctrl-C, showing each one's progress from its events."""
     gpu = [gpus[i % len(gpus)] if gpus else None for i in range(len(shares))]
     watches = [Watch.of(f"worker {i}", out) for i in range(len(shares))]
@@ -141,8 +149,11 @@ def _run_workers(shares: list[list[str]], gpus: list[str], pytest_args: list[str
                 for i, p in enumerate(procs):
                     if p.poll() not in (None, 0) and restarts[i] < RESTARTS:
                         restarts[i] += 1
-                        print(f"worker {i} died (status {p.returncode}; --gdn-isolate makes a crash a KernelCrash "
-                              f"finding): restart {restarts[i]} of {RESTARTS}", file=sys.stderr)
+                        print(
+                            f"worker {i} died (status {p.returncode}; --gdn-isolate makes a crash a KernelCrash "
+                            f"finding): restart {restarts[i]} of {RESTARTS}",
+                            file=sys.stderr,
+                        )
                         procs[i] = watches[i].proc = _spawn(shares[i], gpu[i], pytest_args, watches[i].events)
     except KeyboardInterrupt:
         pass
@@ -173,8 +184,20 @@ def _signal_group(p: subprocess.Popen, sig: int) -> None:
 
 def _start_dashboard(port: int, pytest_args: list[str]) -> subprocess.Popen:
     """HypoFuzz's dashboard process: it collects the tests itself and reads the database."""
-    return subprocess.Popen([sys.executable, "-c", "from hypothesis.extra.cli import main; main()", "fuzz",
-                             "--dashboard-only", "--port", str(port), "--", *pytest_args], start_new_session=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from hypothesis.extra.cli import main; main()",
+            "fuzz",
+            "--dashboard-only",
+            "--port",
+            str(port),
+            "--",
+            *pytest_args,
+        ],
+        start_new_session=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -202,11 +225,18 @@ def _summary(targets, started: float, pytest_args: list[str]) -> int:
         for report in db.reports.fetch(target.database_key):
             if report.timestamp >= started and report.elapsed_time >= latest.get(report.worker_uuid, (0.0, 0))[0]:
                 latest[report.worker_uuid] = (report.elapsed_time, sum(report.status_counts.values()))
-        failures = [db.failure_observations(state=FailureState.SHRUNK).fetch(target.database_key, choices)
-                    for choices in db.failures(state=FailureState.SHRUNK).fetch(target.database_key)]
-        rows.append(Fuzzed(target.nodeid, sum(n for _, n in latest.values()),
-                           tuple(_message(o.metadata.traceback or o.status_reason) for o in failures if o)
-                           + ("(a failure whose observation was not stored)",) * failures.count(None)))
+        failures = [
+            db.failure_observations(state=FailureState.SHRUNK).fetch(target.database_key, choices)
+            for choices in db.failures(state=FailureState.SHRUNK).fetch(target.database_key)
+        ]
+        rows.append(
+            Fuzzed(
+                target.nodeid,
+                sum(n for _, n in latest.values()),
+                tuple(_message(o.metadata.traceback or o.status_reason) for o in failures if o)
+                + ("(a failure whose observation was not stored)",) * failures.count(None),
+            )
+        )
     return verdict(rows, pytest_args)
 
 
@@ -220,8 +250,10 @@ def verdict(rows: list[Fuzzed], pytest_args: list[str]) -> int:
             print(f"    {message}")
     starved = [row.nodeid for row in rows if not row.inputs and not row.failures]
     if starved:
-        print(f"NOT FUZZED: {len(starved)} of {len(rows)} test(s) got no input in this campaign (more --seconds, or "
-              f"--workers, give each its turn): {', '.join(starved)}")
+        print(
+            f"NOT FUZZED: {len(starved)} of {len(rows)} test(s) got no input in this campaign (more --seconds, or "
+            f"--workers, give each its turn): {', '.join(starved)}"
+        )
     if any(row.failures for row in rows):
         print(f"replay them: pytest {shlex.join(pytest_args)} (stored failures run first)")
         return 1
@@ -260,9 +292,13 @@ def _work(nodeids: list[str], pytest_args: list[str], events: Path | None) -> in
                 reporter.follow(target)
 
     detection._in_hypofuzz_run = True  # what `hypothesis fuzz` sets: tests may ask hypofuzz.detection
-    worker = Worker(pytest_args=pytest_args, shared_state={
-        "hub_state": {"nodeids": set(nodeids)},
-        "worker_state": {"nodeids": {}, "current_lifetime": 0.0, "expected_lifetime": 0.0, "valid_nodeids": []}})
+    worker = Worker(
+        pytest_args=pytest_args,
+        shared_state={
+            "hub_state": {"nodeids": set(nodeids)},
+            "worker_state": {"nodeids": {}, "current_lifetime": 0.0, "expected_lifetime": 0.0, "valid_nodeids": []},
+        },
+    )
     # HypoFuzz runs the tests after its pytest collection has ended, when the plugin has put the families back: the
     # worker holds the run's --gdn-target overrides for as long as it fuzzes.
     known, _ = _targets_parser().parse_known_args(pytest_args)
@@ -315,8 +351,9 @@ class Reporter:
         self.inputs[nodeid] += 1
         if target.has_found_failure:
             self.failed.add(nodeid)
-            self.log.emit("finish", test=nodeid, outcome="FAILED", examples=self.inputs[nodeid], failures=1,
-                          stop="done")
+            self.log.emit(
+                "finish", test=nodeid, outcome="FAILED", examples=self.inputs[nodeid], failures=1, stop="done"
+            )
         else:
             self.log.count(nodeid, self.inputs[nodeid], 0)
 

@@ -3,6 +3,7 @@ at once, `gdn-fuzz export` writes a standalone reproduction script. The fuzz sui
 
 Bad input is one line on stderr and exit status 2: an unknown command, an argument a command refuses, a Case
 coordinate or corpus entry that does not load."""
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else BAD_INPUT
     if argv[0] not in COMMANDS:
-        print(f"gdn-fuzz: unknown command {argv[0]!r}; expected one of {', '.join(COMMANDS)} (see gdn-fuzz --help)",
-              file=sys.stderr)
+        print(
+            f"gdn-fuzz: unknown command {argv[0]!r}; expected one of {', '.join(COMMANDS)} (see gdn-fuzz --help)",
+            file=sys.stderr,
+        )
         return BAD_INPUT
     module = importlib.import_module(COMMANDS[argv[0]][0])
     from fuzz.model.case import CaseError

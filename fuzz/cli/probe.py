@@ -8,6 +8,7 @@ and tokens T is derived from each coordinate and checked. Without --target every
 case is checked; a named target that is unavailable, or whose support leaves the case out, is listed, not checked.
 Exit status: 1 when a check failed, 0 when all passed, 2 on bad input.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,22 +38,40 @@ def variants(base: Case, grid: dict[str, tuple[int, ...]]) -> Iterator[Case]:
         B, H, T = v.get("B", base.B), v.get("H", base.H), v.get("T", base.T)
         HV = H * v.get("G", base.HV // base.H)
         op = base.op if base.op == "prefill" else "decode" if T == 1 else "verify"
-        yield dataclasses.replace(base, op=op, H=H, HV=HV, T=T, pool=B + 1, read_slots=tuple(range(1, B + 1)),
-                                  write_slots=None, token_slots=None, inter_index=None,
-                                  inter_rows=B if base.inter_rows else 0, inter_steps=T if base.inter_rows else 0,
-                                  inter_spare_steps=0)
+        yield dataclasses.replace(
+            base,
+            op=op,
+            H=H,
+            HV=HV,
+            T=T,
+            pool=B + 1,
+            read_slots=tuple(range(1, B + 1)),
+            write_slots=None,
+            token_slots=None,
+            inter_index=None,
+            inter_rows=B if base.inter_rows else 0,
+            inter_steps=T if base.inter_rows else 0,
+            inter_spare_steps=0,
+        )
 
 
 def outside(target: Target, case: Case) -> str | None:
     """What of the case lies outside the target's declared support (the fuzzer never draws it there), or None: its
     release contract (head dims, T) included, for an installed release and a module that reports one alike."""
     sup = target.declared()
-    asked = (("operation", case.op, sup.ops), ("state dtype", case.state_dtype, sup.state_dtypes),
-             ("input dtype", case.input_dtype, sup.input_dtypes), ("index dtype", case.index_dtype, sup.index_dtypes),
-             ("layout", case.layout, sup.layouts), ("(K, V)", (case.K, case.V), sup.head_dims),
-             ("T", case.T, range(1, sup.max_T + 1) if sup.max_T else None))
-    return ", ".join(f"{what} {value}" for what, value, allowed in asked
-                     if allowed is not None and value not in allowed) or None
+    asked = (
+        ("operation", case.op, sup.ops),
+        ("state dtype", case.state_dtype, sup.state_dtypes),
+        ("input dtype", case.input_dtype, sup.input_dtypes),
+        ("index dtype", case.index_dtype, sup.index_dtypes),
+        ("layout", case.layout, sup.layouts),
+        ("(K, V)", (case.K, case.V), sup.head_dims),
+        ("T", case.T, range(1, sup.max_T + 1) if sup.max_T else None),
+    )
+    return (
+        ", ".join(f"{what} {value}" for what, value, allowed in asked if allowed is not None and value not in allowed)
+        or None
+    )
 
 
 def line(result: CheckResult) -> str:
@@ -85,8 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("coordinates", nargs="+", help="Case coordinates (repr(case), as in failure messages)")
     parser.add_argument("--target", action="append", default=[], help="a target name (repeatable; default: all)")
     parser.add_argument("--grid", nargs="*", default=[], metavar="NAME=v1,v2", help=f"NAME in {', '.join(GRID)}")
-    parser.add_argument("--module", default=[], action="append", metavar="FAMILY=module.path[:attr]",
-                        help="load this module instead of the family's library, as --gdn-target does")
+    parser.add_argument(
+        "--module",
+        default=[],
+        action="append",
+        metavar="FAMILY=module.path[:attr]",
+        help="load this module instead of the family's library, as --gdn-target does",
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     if args.device == "cpu" and "triton" not in sys.modules:
@@ -111,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                     reason = target.unavailable_reason(args.device)
                     if reason or outside(target, case):
                         if args.target:
-                            why = (f"unavailable: {reason}" if reason else
-                                   f"outside its support ({outside(target, case)})")
+                            why = (
+                                f"unavailable: {reason}" if reason else f"outside its support ({outside(target, case)})"
+                            )
                             print(f"{target.name}: {why}: {case!r}", flush=True)
                         continue
                     result = check(target, case, args.device)

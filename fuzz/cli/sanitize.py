@@ -4,6 +4,7 @@
     gdn-fuzz sanitize flashinfer-bf16 'decode-B2-...' 'verify-B3-...'
     gdn-fuzz sanitize flashinfer-bf16 --sample 20 --op decode --profile h200
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,11 @@ def sample(target, op: str, profile: str, n: int) -> list[Case]:
 
 
 def main(argv=None) -> int:
-    p = Parser(prog="gdn-fuzz sanitize", description=__doc__ + "\n" + engine.__doc__,
-               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(
+        prog="gdn-fuzz sanitize",
+        description=__doc__ + "\n" + engine.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("target")
     p.add_argument("coordinates", nargs="*")
     p.add_argument("--sample", type=int, default=0, help="also draw this many cases from the strategies")
@@ -61,15 +65,18 @@ def main(argv=None) -> int:
         target = next((t for t in TARGETS if t.name == args.target), None)
         if target is None:
             p.error(f"unknown target {args.target}; expected one of {', '.join(t.name for t in TARGETS)}")
-        todo = [Case.parse(c) for c in args.coordinates] + (sample(target, args.op, args.profile, args.sample)
-                                                            if args.sample else [])
+        todo = [Case.parse(c) for c in args.coordinates] + (
+            sample(target, args.op, args.profile, args.sample) if args.sample else []
+        )
         results = sanitize(args.target, todo, args.device, overrides, timeout=args.seconds)
         for r in results:
             print(f"{'clean' if r.clean else 'DIRTY'}  errors={r.errors}  {r.outcome[:80]}  {r.case}")
             if not r.clean:
                 print("\n".join("    " + ln for ln in r.report.splitlines()[:40]))
-        print(f"{len(results)} of {len(todo)} cases run under memcheck within {args.seconds:g} s, "
-              f"{sum(not r.clean for r in results)} with memcheck errors or a dead child")
+        print(
+            f"{len(results)} of {len(todo)} cases run under memcheck within {args.seconds:g} s, "
+            f"{sum(not r.clean for r in results)} with memcheck errors or a dead child"
+        )
         if args.out:
             with open(args.out, "w") as f:
                 json.dump([asdict(r) for r in results], f, indent=1)

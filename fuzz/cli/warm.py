@@ -3,6 +3,7 @@ plan is and how it is compiled: fuzz.run.warm).
 
     gdn-fuzz warm --profile h200 [-k flashinfer-] [--jobs 16] [--masks release] [--kernel-cache DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,17 +20,27 @@ from fuzz.run import warm
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="gdn-fuzz warm", description=__doc__ + "\n" + warm.__doc__,
-               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(
+        prog="gdn-fuzz warm",
+        description=__doc__ + "\n" + warm.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--profile", default="h200", choices=PROFILES)
     p.add_argument("-k", default="", metavar="SUBSTRING", help="only targets whose name contains it")
-    p.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 16),
-                   help="worker processes compiling at once (default: the cores, at most 16)")
-    p.add_argument("--masks", default="release", choices=MASK_POLICIES,
-                   help="the known-bug mask policy of the run to warm for (its plan depends on it)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=min(os.cpu_count() or 1, 16),
+        help="worker processes compiling at once (default: the cores, at most 16)",
+    )
+    p.add_argument(
+        "--masks",
+        default="release",
+        choices=MASK_POLICIES,
+        help="the known-bug mask policy of the run to warm for (its plan depends on it)",
+    )
     p.add_argument("--kernel-cache", default=None, metavar="DIR", help="as pytest's --gdn-kernel-cache")
-    p.add_argument("--override", action="append", default=[], metavar="FAMILY=module",
-                   help="as pytest's --gdn-target")
+    p.add_argument("--override", action="append", default=[], metavar="FAMILY=module", help="as pytest's --gdn-target")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds one case may take (compiles included)")
     args = p.parse_args(argv)
     if args.jobs < 1:
@@ -68,13 +79,23 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.monotonic() - began
         by_name = {t.name: t for t in TARGETS}
         pairs = sorted({(u.target, u.op) for u in units})
-        meta = {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cases": progress.total,
-                "seconds": round(seconds, 1), "jobs": args.jobs}
-        entries = {warm.manifest_key(args.profile, args.masks, name, op):
-                   warm.plan_digest(by_name[name], op, budget, args.masks) for name, op in pairs}
+        meta = {
+            "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "cases": progress.total,
+            "seconds": round(seconds, 1),
+            "jobs": args.jobs,
+        }
+        entries = {
+            warm.manifest_key(args.profile, args.masks, name, op): warm.plan_digest(
+                by_name[name], op, budget, args.masks
+            )
+            for name, op in pairs
+        }
         for directory in cache.directories.values():
             warm.write_manifest(directory, entries, meta)
-        print(f"gdn-fuzz warm: {progress.total} cases of {len(units)} planned buckets ({len(pairs)} target x operation "
-              f"pairs) in {seconds:.1f} s with {args.jobs} processes; {progress.failed} failed (not judged here: the "
-              f"fuzz run finds and shrinks them); {cache.describe()}")
+        print(
+            f"gdn-fuzz warm: {progress.total} cases of {len(units)} planned buckets ({len(pairs)} target x operation "
+            f"pairs) in {seconds:.1f} s with {args.jobs} processes; {progress.failed} failed (not judged here: the "
+            f"fuzz run finds and shrinks them); {cache.describe()}"
+        )
         return 0

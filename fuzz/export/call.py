@@ -7,6 +7,7 @@ call and stops it before the library runs (what an export does: fuzz.export.reco
 and forwards it (what an exported script does while its check runs, then prints the judged call). The same rendering
 serves both, so the script's top and its output can be compared line for line.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,8 +38,13 @@ class TensorArg:
     @classmethod
     def of(cls, x: torch.Tensor) -> TensorArg:
         short = not (x.dtype.is_floating_point or x.dtype.is_complex) and x.numel() <= SHORT
-        return cls(str(x.dtype).removeprefix("torch."), tuple(x.shape), tuple(x.stride()), x.storage_offset(),
-                   tuple(x.flatten().tolist()) if short else None)
+        return cls(
+            str(x.dtype).removeprefix("torch."),
+            tuple(x.shape),
+            tuple(x.stride()),
+            x.storage_offset(),
+            tuple(x.flatten().tolist()) if short else None,
+        )
 
     def words(self) -> str:
         text = f"{self.dtype} {list(self.shape)}  strides {self.strides}"
@@ -62,8 +68,11 @@ class Call:
     def lines(self) -> list[str]:
         """The call as code with each argument described: what an exported script shows on top and prints."""
         width = max((len(key) for key, _ in self.arguments), default=0) + 2
-        return [f"{self.function}(", *(f"    {key + '=':<{width}}{_words(value)}" for key, value in self.arguments),
-                ")"]
+        return [
+            f"{self.function}(",
+            *(f"    {key + '=':<{width}}{_words(value)}" for key, value in self.arguments),
+            ")",
+        ]
 
     def table(self) -> list[str]:
         """The arguments as markdown rows: keyword, dtype, shape, strides, storage offset, value."""
@@ -71,8 +80,9 @@ class Call:
         for key, value in self.arguments:
             if isinstance(value, TensorArg):
                 shown = "" if value.values is None else f"`{list(value.values)}`"
-                rows.append(f"| `{key}` | {value.dtype} | {list(value.shape)} | {value.strides} | {value.offset} | "
-                            f"{shown} |")
+                rows.append(
+                    f"| `{key}` | {value.dtype} | {list(value.shape)} | {value.strides} | {value.offset} | {shown} |"
+                )
             else:
                 rows.append(f"| `{key}` | | | | | `{value!r}` |")
         return rows

@@ -1,4 +1,5 @@
 """A case, a target's call, its release and its contract in words: the top of an exported script, an upstream issue."""
+
 from __future__ import annotations
 
 from fuzz.model.case import Case
@@ -8,8 +9,11 @@ from fuzz.targets.base import Target
 from fuzz.targets.semantics import Semantics, semantics_for
 
 DISTRIBUTIONS = {"fla": "fla-core", "sglang": "sglang", "flashinfer": "flashinfer-python"}
-_INSTALL = {"fla": "pip install triton fla-core=={}", "sglang": "pip install triton packaging && pip install --no-deps "
-            "sglang=={}", "flashinfer": "pip install packaging flashinfer-python=={}"}
+_INSTALL = {
+    "fla": "pip install triton fla-core=={}",
+    "sglang": "pip install triton packaging && pip install --no-deps sglang=={}",
+    "flashinfer": "pip install packaging flashinfer-python=={}",
+}
 _READ = {  # reference.contracts.PadContract.read
     "skip_zero": "is skipped (no state read or write) and its output row written as zeros",
     "skip_untouched": "is skipped (no state read or write) and its output row left as the caller had it",
@@ -56,9 +60,11 @@ def contract(target: Target, sem: Semantics, case: Case) -> str:
     where the case pads a slot."""
     if not case.valid:
         return "HV must be a multiple of H (each q/k head serves HV / H value heads): the call must reject the input."
-    text = ("The output, the states written to the pool and the intermediate states equal the float64 gated delta "
-            "rule (gdn-fuzz reference/) within the tolerance rule; whatever the contract leaves alone (other slots and "
-            "rows, the bytes around each buffer) keeps its bits.")
+    text = (
+        "The output, the states written to the pool and the intermediate states equal the float64 gated delta "
+        "rule (gdn-fuzz reference/) within the tolerance rule; whatever the contract leaves alone (other slots and "
+        "rows, the bytes around each buffer) keeps its bits."
+    )
     if sem.why:
         text += f" This path: {sem.why.rstrip('.')}."
     pad = sem.pad
@@ -73,38 +79,65 @@ def contract(target: Target, sem: Semantics, case: Case) -> str:
 def case_lines(case: Case) -> list[tuple[str, str]]:
     """(what, in words) for every field of the case that matters to the call."""
     padding = "index < 0" if case.null < 0 else "index <= 0"
-    lines = [("operation", _operation(case)), ("heads", _heads(case)),
-             ("head dims", f"K={case.K} (q, k), V={case.V} (v)"),
-             ("dtypes", f"q, k, v, a, b {case.input_dtype}; state {case.state_dtype}; slot indices "
-                        f"{_INDEX[case.index_dtype]}"),
-             ("pool", f"{case.pool} slots of [HV, {'V, K' if case.layout == 'vk' else 'K, V'}] ({case.layout} layout)"
-                      + (f", a strided view: {case.pool_gap} spare heads after each slot" if case.pool_gap else ""))]
+    lines = [
+        ("operation", _operation(case)),
+        ("heads", _heads(case)),
+        ("head dims", f"K={case.K} (q, k), V={case.V} (v)"),
+        (
+            "dtypes",
+            f"q, k, v, a, b {case.input_dtype}; state {case.state_dtype}; slot indices {_INDEX[case.index_dtype]}",
+        ),
+        (
+            "pool",
+            f"{case.pool} slots of [HV, {'V, K' if case.layout == 'vk' else 'K, V'}] ({case.layout} layout)"
+            + (f", a strided view: {case.pool_gap} spare heads after each slot" if case.pool_gap else ""),
+        ),
+    ]
     padded = [n for n, p in enumerate(case.padded) if p]
-    lines.append(("read slots", f"{list(case.read_slots)}" + (f": request(s) {padded} padded ({padding})"
-                                                              if padded else "")))
+    lines.append(
+        ("read slots", f"{list(case.read_slots)}" + (f": request(s) {padded} padded ({padding})" if padded else ""))
+    )
     if case.write_slots is not None:
         lines.append(("write slots", f"{list(case.write_slots)} (split read / write pools)"))
     if case.token_slots is not None:
         lines.append(("token slots", f"{[list(r) for r in case.token_slots]} (a pool slot per token)"))
     if case.inter_rows:
-        lines.append(("intermediate", f"{case.inter_rows} rows x {case.inter_steps} steps" + (
-            f", a sliced view of {case.inter_steps + case.inter_spare_steps} steps" if case.inter_spare_steps else "")
-            + (f", row per request {list(case.inter_index)}" if case.inter_index is not None else "")))
+        lines.append(
+            (
+                "intermediate",
+                f"{case.inter_rows} rows x {case.inter_steps} steps"
+                + (
+                    f", a sliced view of {case.inter_steps + case.inter_spare_steps} steps"
+                    if case.inter_spare_steps
+                    else ""
+                )
+                + (f", row per request {list(case.inter_index)}" if case.inter_index is not None else ""),
+            )
+        )
     lines.append(("gates", _gates(case.gate)))
-    lines.append(("options", f"scale {'K^-0.5 (default)' if case.scale is None else case.scale}; q, k l2norm "
-                             f"{'in the kernel' if case.l2norm else 'off'}; state update "
-                             f"{'on' if case.update else 'off (disable_state_update)'}"))
+    lines.append(
+        (
+            "options",
+            f"scale {'K^-0.5 (default)' if case.scale is None else case.scale}; q, k l2norm "
+            f"{'in the kernel' if case.l2norm else 'off'}; state update "
+            f"{'on' if case.update else 'off (disable_state_update)'}",
+        )
+    )
     if case.warm_pool:
-        lines.append(("warm-up", f"first an unjudged call on a pool {case.warm_pool} slots larger (same slots): a "
-                                 "compile cache keyed without the pool capacity then serves the judged call"))
+        lines.append(
+            (
+                "warm-up",
+                f"first an unjudged call on a pool {case.warm_pool} slots larger (same slots): a "
+                "compile cache keyed without the pool capacity then serves the judged call",
+            )
+        )
     lines.append(("values", f"every tensor from seed {case.seed} (fuzz.model.values: the same bits on any device)"))
     return lines
 
 
 def _operation(case: Case) -> str:
     if case.op == "prefill":
-        return (f"prefill: {case.B} sequences of {list(case.seqlens)} tokens, packed along one token axis "
-                "(cu_seqlens)")
+        return f"prefill: {case.B} sequences of {list(case.seqlens)} tokens, packed along one token axis (cu_seqlens)"
     what = "decode" if case.op == "decode" else "verify (multi-token prediction)"
     return f"{what}: B={case.B} requests of T={case.T} token{'s' if case.T > 1 else ''} each"
 

@@ -8,6 +8,7 @@ themselves (only their parent packages), and their text is the installed files',
 them: the script holds exactly the code the fuzzer runs. Anything outside gdn-fuzz's packages (torch,
 packaging, the kernel library) is imported where the script runs.
 """
+
 from __future__ import annotations
 
 import ast
@@ -73,8 +74,11 @@ def _imports(name: str, source: str, is_package: bool) -> list[str]:
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
+            base = (
+                importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                if node.level
                 else node.module
+            )
             found.append(base)
             if is_ours(base) and _is_package(_spec(base)):
                 found += [f"{base}.{alias.name}" for alias in node.names]

@@ -3,6 +3,7 @@
 adapter passes, and no kernel runs. Where the library (or the override asked for) does not load here, a FlashInfer
 target is recorded against its CPU stand-in, which has the newest release's signatures, and the recording says so.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,8 +45,10 @@ def _against(target: Target, module: str | None, tried: list[str]) -> str:
         return f"{describe.distribution(target)} {target.family.version()}"
     if not tried:
         return f"the override {module}"
-    return (f"gdn-fuzz's CPU stand-in {module}, since {tried[-1]} where this was exported (the stand-in takes the "
-            "newest release's keywords: an older release is passed only those it takes)")
+    return (
+        f"gdn-fuzz's CPU stand-in {module}, since {tried[-1]} where this was exported (the stand-in takes the "
+        "newest release's keywords: an older release is passed only those it takes)"
+    )
 
 
 def _run(target: Target, case: Case, against: str) -> Recording:

@@ -6,6 +6,7 @@ script it runs before any gdn-fuzz module exists. No `from __future__` import, w
 Exit status and last line: 1 `REPRODUCED: <kind>: <detail>`, 0 `NOT REPRODUCED`, 2 `NOT RUN: <why>` (`NOT RUN: the
 library did not load` when the kernel library, or the override module, fails to import).
 """
+
 import argparse
 import importlib
 import importlib.abc
@@ -50,8 +51,11 @@ class EmbeddedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def main(case_text: str, target_name: str, adapter: str, override, sources: dict, argv=None) -> int:
     parser = argparse.ArgumentParser(description=f"Reproduce the gdn-fuzz case {case_text} on {target_name}.")
     parser.add_argument("--device", choices=("cpu", "cuda"), help="where to run (default: cuda when a GPU is there)")
-    parser.add_argument("--dump", metavar="FILE", help="also save the case's tensors, as materialize() builds them "
-                        "before the call, to FILE (torch.save)")
+    parser.add_argument(
+        "--dump",
+        metavar="FILE",
+        help="also save the case's tensors, as materialize() builds them before the call, to FILE (torch.save)",
+    )
     args = parser.parse_args(argv)
     import torch
 

@@ -10,6 +10,7 @@ found.
     gdn-fuzz export corpus/sglang-recurrent-decode-StateMismatch-0.json -o repro.py --issue issue.md
     gdn-fuzz export 'decode-B1-T1-...' --target flashinfer-bf16 --module fuzz.standins.flashinfer_cpu -o r.py
 """
+
 from __future__ import annotations
 
 import ast
@@ -27,8 +28,9 @@ from fuzz.targets.registry import TARGETS
 from fuzz.targets.triton_common import TritonTarget
 
 WIDTH = 116
-MARKER = "# " + "=" * 24 + " everything below is gdn-fuzz's own code, embedded verbatim; you need not read it " + \
-    "=" * 8
+MARKER = (
+    "# " + "=" * 24 + " everything below is gdn-fuzz's own code, embedded verbatim; you need not read it " + "=" * 8
+)
 
 
 def target_named(name: str) -> Target:
@@ -46,9 +48,17 @@ def adapter_of(target: Target) -> str:
     return module
 
 
-def export_script(case: Case, target_name: str, *, library_module: str | None = None,
-                  entry: corpus.Entry | None = None, note: str = "", env: dict | None = None,
-                  name: str = "repro.py", recorded: recording.Recording | None = None) -> str:
+def export_script(
+    case: Case,
+    target_name: str,
+    *,
+    library_module: str | None = None,
+    entry: corpus.Entry | None = None,
+    note: str = "",
+    env: dict | None = None,
+    name: str = "repro.py",
+    recorded: recording.Recording | None = None,
+) -> str:
     """The reproduction script for `case` on `target_name`. `library_module` ('module.path[:attr]') is loaded instead
     of the library, as --gdn-target does (embedded when it is one of gdn-fuzz's: a stand-in, a mutant); `entry` is
     the corpus entry the case comes from (its expectation goes on top, with `note`); `env` is where it was found
@@ -63,17 +73,24 @@ def export_script(case: Case, target_name: str, *, library_module: str | None = 
     sources = embed.closure(roots)
     env = env or (entry.environment if entry and entry.environment else environment())
     found = "found on" if entry and entry.environment else "exported on"
-    settings = (f"CASE = {repr(case)!r}\nTARGET = {target.name!r}\n"
-                f"ADAPTER = {adapter!r}  # embedded below: its call() is the call shown above\n"
-                f"OVERRIDE = {module!r}  # loaded instead of the library when set (--gdn-target)\n")
-    modules = "".join(f"    # ==== {embed.path_of(m)} {'=' * (WIDTH - 12 - len(embed.path_of(m)))}\n"
-                      f"    {m!r}: {embed.literal(source)},\n" for m, source in sources.items())
-    return (f"{_docstring(case, target, module, entry, note, name, recorded)}\n"
-            f"{_comments(_call_section(recorded, adapter))}\n"
-            f"{_comments(_details(case, target, module, entry, env, found, sources))}\n{settings}\n{MARKER}\n\n"
-            f"{_runner_code()}\n\n# gdn-fuzz {_version()}: the modules the check runs, verbatim, in import order\n"
-            f"SOURCES = {{\n{modules}}}\n\n"
-            'if __name__ == "__main__":\n    sys.exit(main(CASE, TARGET, ADAPTER, OVERRIDE, SOURCES))\n')
+    settings = (
+        f"CASE = {repr(case)!r}\nTARGET = {target.name!r}\n"
+        f"ADAPTER = {adapter!r}  # embedded below: its call() is the call shown above\n"
+        f"OVERRIDE = {module!r}  # loaded instead of the library when set (--gdn-target)\n"
+    )
+    modules = "".join(
+        f"    # ==== {embed.path_of(m)} {'=' * (WIDTH - 12 - len(embed.path_of(m)))}\n"
+        f"    {m!r}: {embed.literal(source)},\n"
+        for m, source in sources.items()
+    )
+    return (
+        f"{_docstring(case, target, module, entry, note, name, recorded)}\n"
+        f"{_comments(_call_section(recorded, adapter))}\n"
+        f"{_comments(_details(case, target, module, entry, env, found, sources))}\n{settings}\n{MARKER}\n\n"
+        f"{_runner_code()}\n\n# gdn-fuzz {_version()}: the modules the check runs, verbatim, in import order\n"
+        f"SOURCES = {{\n{modules}}}\n\n"
+        'if __name__ == "__main__":\n    sys.exit(main(CASE, TARGET, ADAPTER, OVERRIDE, SOURCES))\n'
+    )
 
 
 def _docstring(case, target, module, entry, note, name, recorded) -> str:
@@ -82,9 +99,12 @@ def _docstring(case, target, module, entry, note, name, recorded) -> str:
     lines += ["", f"    {case!r}", ""]
     lines += _field("Expected", _expected(target, entry)) + (_field("Note", note) if note else [])
     interpreted = " (Triton kernels then run under TRITON_INTERPRET=1)" if isinstance(target, TritonTarget) else ""
-    lines += _field("Run", f"python {name} [--device cpu|cuda] [--dump tensors.pt]: cuda where a GPU is there, else "
-                    f"cpu{interpreted}. The last line and exit status: 'REPRODUCED: <kind>: <detail>' 1, 'NOT "
-                    "REPRODUCED' 0, 'NOT RUN: <why>' 2 ('NOT RUN: the library did not load' when it fails to import).")
+    lines += _field(
+        "Run",
+        f"python {name} [--device cpu|cuda] [--dump tensors.pt]: cuda where a GPU is there, else "
+        f"cpu{interpreted}. The last line and exit status: 'REPRODUCED: <kind>: <detail>' 1, 'NOT "
+        "REPRODUCED' 0, 'NOT RUN: <why>' 2 ('NOT RUN: the library did not load' when it fails to import).",
+    )
     body = "\n".join(lines).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     return f'"""{body}\n"""'
 
@@ -94,14 +114,18 @@ def _call_section(recorded: recording.Recording, adapter: str) -> list[str]:
     head = [_rule("The library call under test")]
     where = embed.path_of(adapter)
     if recorded.call is None:
-        return head + _field("Not shown", f"the adapter ({where}) made no library call at export against "
-                             f"{recorded.against}: {recorded.why}")
+        return head + _field(
+            "Not shown",
+            f"the adapter ({where}) made no library call at export against {recorded.against}: {recorded.why}",
+        )
     head += textwrap.wrap(
         f"What gdn-fuzz's adapter ({where}, embedded below) passes, recorded at export against {recorded.against}; "
         "strides and storage offsets in elements. Every tensor is built from the case's seed by gdn-fuzz's value "
         "generator (the same bits on any device; --dump saves them). The writable buffers are views into larger "
         "allocations whose surplus holds a NaN guard pattern (any write outside the view changes it), hence their "
-        "storage offsets. The script prints the call again as it makes it, after the check.", WIDTH - 2)
+        "storage offsets. The script prints the call again as it makes it, after the check.",
+        WIDTH - 2,
+    )
     return head + [""] + [f"    {line}" for line in recorded.call.lines()]
 
 
@@ -110,10 +134,13 @@ def _details(case, target, module, entry, env, found, sources) -> list[str]:
     sem = describe.contract_row(target, entry, env)
     lines = [_rule("What the check holds it to")] + _field("Contract", describe.contract(target, sem, case))
     lines += ["", "The case:"] + [f"    {what:<13}{words}" for what, words in describe.case_lines(case)] + [""]
-    lines += _field("Needs", f"Python >= 3.11, torch, packaging; {_library(target, module, entry, env)}. No gdn-fuzz: "
-                    f"the {len(sources)} modules "
-                    f"its check runs ({sum(s.count(chr(10)) for s in sources.values())} lines) are embedded below, "
-                    "verbatim, and imported under their own names.")
+    lines += _field(
+        "Needs",
+        f"Python >= 3.11, torch, packaging; {_library(target, module, entry, env)}. No gdn-fuzz: "
+        f"the {len(sources)} modules "
+        f"its check runs ({sum(s.count(chr(10)) for s in sources.values())} lines) are embedded below, "
+        "verbatim, and imported under their own names.",
+    )
     return lines + ["", f"Environment {found}:"] + [f"    {key:<20}{value}" for key, value in env.items() if value]
 
 
@@ -149,7 +176,7 @@ def _runner_code() -> str:
     """fuzz/export/runner.py without its module docstring (the script has its own)."""
     source = inspect.getsource(runner)
     first = ast.parse(source).body[1]  # body[0]: the docstring
-    return "\n".join(source.splitlines()[first.lineno - 1:]).rstrip() + "\n"
+    return "\n".join(source.splitlines()[first.lineno - 1 :]).rstrip() + "\n"
 
 
 def _version() -> str:

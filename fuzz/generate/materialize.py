@@ -4,6 +4,7 @@ Each input is drawn in the case's regimes (fuzz.model.regimes); each writable bu
 (fuzz.model.guarded): the pool filled with the seed's filler and the named slots set to the case's values, the
 output and intermediate buffers poisoned (fuzz.model.patterns), so the verdict can tell what the call wrote.
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,8 +17,9 @@ from fuzz.model.tensors import Tensors, named_slots
 from fuzz.model.values import Values
 
 
-def materialize(case: Case, device: str | torch.device, pool: Guarded | None = None,
-                offset_bits: int = OFFSET_BITS) -> Tensors:
+def materialize(
+    case: Case, device: str | torch.device, pool: Guarded | None = None, offset_bits: int = OFFSET_BITS
+) -> Tensors:
     """The case's tensors. `pool` given: a pool the caller keeps across calls (fuzz.run.serving), used as it is;
     every other tensor is bit for bit what materialize(case, device) builds (the pool's values are the last draw).
     `offset_bits`: the offset width the target's kernels may wrap at (the guard below a buffer that passes it)."""
@@ -48,15 +50,22 @@ def materialize(case: Case, device: str | torch.device, pool: Guarded | None = N
     as_index = lambda xs: None if xs is None else torch.tensor(xs, dtype=idx, device=device)
     state_shape = (case.V, case.K) if case.layout == "vk" else (case.K, case.V)
     if pool is None:
-        pool = Guarded.around((case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap,
-                              offset_bits)
+        pool = Guarded.around(
+            (case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap, offset_bits
+        )
         pool.fill(case.seed)
         named = named_slots(case)
         pool.keep(named, vals.normal(len(named), case.HV, *state_shape) * 0.5)
     inter = None
     if case.inter_rows:
-        inter = Guarded.around((case.inter_rows, case.inter_steps, case.HV, *state_shape), st_dtype, device, 1,
-                               case.inter_spare_steps, offset_bits)
+        inter = Guarded.around(
+            (case.inter_rows, case.inter_steps, case.HV, *state_shape),
+            st_dtype,
+            device,
+            1,
+            case.inter_spare_steps,
+            offset_bits,
+        )
         fill_pattern(inter.view, "poison")
     output = Guarded.around((*tokens, case.HV, case.V), in_dtype, device, 1)
     fill_pattern(output.view, "poison")
@@ -64,7 +73,21 @@ def materialize(case: Case, device: str | torch.device, pool: Guarded | None = N
     if case.op == "prefill":
         cu = torch.tensor([0, *torch.tensor(case.seqlens).cumsum(0).tolist()], dtype=idx, device=device)
     return Tensors(
-        q=q, k=k, v=v, A_log=A_log, dt_bias=dt_bias, a=a, b=b, g=g, beta=beta, read_slots=as_index(case.read_slots),
-        write_slots=as_index(case.write_slots), token_slots=as_index(case.token_slots),
-        inter_index=as_index(case.inter_index), cu_seqlens=cu, pool=pool, inter=inter, output=output,
+        q=q,
+        k=k,
+        v=v,
+        A_log=A_log,
+        dt_bias=dt_bias,
+        a=a,
+        b=b,
+        g=g,
+        beta=beta,
+        read_slots=as_index(case.read_slots),
+        write_slots=as_index(case.write_slots),
+        token_slots=as_index(case.token_slots),
+        inter_index=as_index(case.inter_index),
+        cu_seqlens=cu,
+        pool=pool,
+        inter=inter,
+        output=output,
     )

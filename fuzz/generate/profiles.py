@@ -1,4 +1,5 @@
 """Profiles: the one thing a user chooses. Each names a device, a search budget and Hypothesis settings."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,8 +54,12 @@ class Budget:
         """The budget for a case of head dims K, V: capped where they are heavy on this budget's machine."""
         if self.heavy_dim is None or max(K, V) < self.heavy_dim:
             return self
-        return dataclasses.replace(self, max_B=min(self.max_B, self.heavy_B), max_pool=min(self.max_pool,
-                                   self.heavy_pool), max_T=min(self.max_T, self.heavy_T))
+        return dataclasses.replace(
+            self,
+            max_B=min(self.max_B, self.heavy_B),
+            max_pool=min(self.max_pool, self.heavy_pool),
+            max_T=min(self.max_T, self.heavy_T),
+        )
 
 
 CPU_DIMS = ((8, 16), (16, 8), (4, 8), (8, 8), (16, 16))
@@ -64,8 +69,20 @@ BUDGETS = {
     "ci": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12, heavy_dim=64),
     "dev": Budget("cpu", CPU_DIMS, max_B=6, max_T=16, max_pool=24, heavy_dim=64, heavy_B=3, heavy_pool=6, heavy_T=6),
     "gate": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12, heavy_dim=64),
-    "h200": Budget("cuda", GPU_DIMS, max_B=96, max_T=12, max_pool=512, large_bytes=None, t_choices=(1, 2, 4, 6, 8, 12),
-                   scales=(None,), gaps=(0, 1), warm_calls=True, plan_size=8, open_every=32),
+    "h200": Budget(
+        "cuda",
+        GPU_DIMS,
+        max_B=96,
+        max_T=12,
+        max_pool=512,
+        large_bytes=None,
+        t_choices=(1, 2, 4, 6, 8, 12),
+        scales=(None,),
+        gaps=(0, 1),
+        warm_calls=True,
+        plan_size=8,
+        open_every=32,
+    ),
 }
 BUDGETS["b200"] = BUDGETS["h200"]
 BUDGETS["default"] = BUDGETS["dev"]
@@ -85,8 +102,7 @@ def register_profiles() -> None:
     example database; the exploring profiles keep the local directory one (--gdn-db replaces it)."""
     # Hypothesis's own default, never the profile it loads when $CI is set (that one derandomizes, which HypoFuzz
     # refuses, and would make a run differ between a laptop and a CI box).
-    common = dict(parent=settings.get_profile("default"), deadline=None, suppress_health_check=_SLOW,
-                  print_blob=True)
+    common = dict(parent=settings.get_profile("default"), deadline=None, suppress_health_check=_SLOW, print_blob=True)
     settings.register_profile("ci", max_examples=200, database=None, **common)
     settings.register_profile("dev", max_examples=300, database=DirectoryBasedExampleDatabase(LOCAL_DB), **common)
     settings.register_profile("gate", max_examples=200, database=None, **common)
@@ -132,8 +148,9 @@ def _database(spec: str):
         client.ping()
     except redis.RedisError as e:
         raise ValueError(f"--gdn-db {spec}: no redis server answers there ({e})") from e
-    return MultiplexedDatabase(DirectoryBasedExampleDatabase(LOCAL_DB), RedisExampleDatabase(client,
-                                                                                            key_prefix=b"gdn-fuzz:"))
+    return MultiplexedDatabase(
+        DirectoryBasedExampleDatabase(LOCAL_DB), RedisExampleDatabase(client, key_prefix=b"gdn-fuzz:")
+    )
 
 
 def budget_for(profile: str | None) -> Budget:
@@ -152,8 +169,13 @@ def device_bytes() -> int:
     --gdn-isolate only the workers need one), else from torch; 0 without a GPU."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", visible],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", visible],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
         return int(out.split()[0]) << 20
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         import torch

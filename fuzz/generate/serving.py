@@ -27,6 +27,7 @@ Invariants of one example, which is one pool's life:
 This module only draws: fuzz.run.serving runs and judges each step on the persistent pool, fuzz.suite.serving runs
 the machine as a test.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,8 +46,17 @@ from fuzz.model.support import Support, TargetView
 STEPS = 8  # calls per example: enough for a warm-up, a stale call and the calls that shrink away
 OUTPUTS = ("per call", "none")  # output= per call as a fresh case draws it (one call in four None), or None always
 # What a kernel's compile cache could key on beside the shapes: the Case fields a variation changes one at a time.
-COMPILE_ARGS = ("input_dtype", "index_dtype", "inter_rows", "inter_steps", "inter_spare_steps", "pool", "pool_gap",
-                "output_given", "update")
+COMPILE_ARGS = (
+    "input_dtype",
+    "index_dtype",
+    "inter_rows",
+    "inter_steps",
+    "inter_spare_steps",
+    "pool",
+    "pool_gap",
+    "output_given",
+    "update",
+)
 
 
 @dataclass(frozen=True)
@@ -91,8 +101,13 @@ class Geometry:
 
     def support(self) -> dict:
         """The Support fields that pin a call to this pool (a valid GVA ratio: the pool has HV heads)."""
-        return dict(heads=((self.H, self.HV),), head_dims=((self.K, self.V),), state_dtypes=(self.state_dtype,),
-                    layouts=(self.layout,), invalid_gva=False)
+        return dict(
+            heads=((self.H, self.HV),),
+            head_dims=((self.K, self.V),),
+            state_dtypes=(self.state_dtype,),
+            layouts=(self.layout,),
+            invalid_gva=False,
+        )
 
 
 class Pinned:
@@ -144,8 +159,16 @@ def output_policies(target: TargetView, bugs: tuple = ()) -> st.SearchStrategy[s
 
 
 @st.composite
-def steps(draw, target: TargetView, geometry: Geometry, ops: tuple[str, ...], budget: Budget, bugs: tuple = (),
-          previous: Case | None = None, outputs: str = OUTPUTS[0]) -> Step:
+def steps(
+    draw,
+    target: TargetView,
+    geometry: Geometry,
+    ops: tuple[str, ...],
+    budget: Budget,
+    bugs: tuple = (),
+    previous: Case | None = None,
+    outputs: str = OUTPUTS[0],
+) -> Step:
     """One call on a pool of this geometry: a fresh case of one of `ops` (the zero choice) or, every other call, a
     variation of the `previous` call's case; then whether the pool is reallocated first. Under the "none" output
     policy a fresh case passes output=None (a variation keeps what the previous call passed)."""
@@ -179,8 +202,12 @@ def _requests(sup: Support, case: Case, order: list[int]) -> Case:
     prefill keeps a token where the target needs one. A target without a slot map (Support.pool False) keeps the
     identity map on a pool of exactly the requests: its state rows move with them."""
     pick = lambda xs: tuple(xs[i] for i in order) if xs else xs  # None and () stay as they are
-    fields = dict(read_slots=pick(case.read_slots), write_slots=pick(case.write_slots),
-                  token_slots=pick(case.token_slots), inter_index=pick(case.inter_index))
+    fields = dict(
+        read_slots=pick(case.read_slots),
+        write_slots=pick(case.write_slots),
+        token_slots=pick(case.token_slots),
+        inter_index=pick(case.inter_index),
+    )
     if case.op == "prefill":
         seqlens = pick(case.seqlens)
         seqlens = seqlens if sup.empty_prefill or any(seqlens) else (1, *seqlens[1:])
@@ -205,27 +232,34 @@ def alternatives(sup: Support, case: Case, budget: Budget, outputs: str = OUTPUT
         "input_dtype": sup.input_dtypes,
         "index_dtype": sup.index_dtypes,
         "inter_rows": range(max((case.B, *(r + 1 for r in case.inter_index or ()))), case.B + 4)
-        if buffer and not sup.exact_rows and sup.spare_rows else (),
+        if buffer and not sup.exact_rows and sup.spare_rows
+        else (),
         "inter_steps": range(case.T, case.T + 3) if buffer and sup.spare_steps else (),
         "inter_spare_steps": range(3) if buffer and sup.sliced_intermediate else (),
         "pool": range(max(named, default=0) + 1, case.pool + budget.max_pool + 1) if sup.pool else (),
         "pool_gap": budget.gaps if sup.strided_pool else (),
         "output_given": (False, True) if sup.output_optional and outputs == OUTPUTS[0] else (),
-        "update": (False, True) if sup.no_update and case.op == "verify" and case.token_slots is None
-        and (sup.buffer_with_update or not buffer) else (),
+        "update": (False, True)
+        if sup.no_update and case.op == "verify" and case.token_slots is None and (sup.buffer_with_update or not buffer)
+        else (),
     }
-    return {name: others for name, values in fields.items()
-            if (others := tuple(v for v in values if v != getattr(case, name)))}
+    return {
+        name: others
+        for name, values in fields.items()
+        if (others := tuple(v for v in values if v != getattr(case, name)))
+    }
 
 
 def compile_changes(before: Case, after: Case) -> tuple[tuple[str, object, object], ...]:
     """(argument, its value in `before`, in `after`) for each of COMPILE_ARGS in which the two calls differ."""
-    return tuple((name, getattr(before, name), getattr(after, name)) for name in COMPILE_ARGS
-                 if getattr(before, name) != getattr(after, name))
+    return tuple(
+        (name, getattr(before, name), getattr(after, name))
+        for name in COMPILE_ARGS
+        if getattr(before, name) != getattr(after, name)
+    )
 
 
-def serving_machine(target: TargetView, budget: Budget, bugs: tuple,
-                    new_run: Callable) -> type[RuleBasedStateMachine]:
+def serving_machine(target: TargetView, budget: Budget, bugs: tuple, new_run: Callable) -> type[RuleBasedStateMachine]:
     """The state machine for one target. `new_run()` gives each example its runner (fuzz.run.serving.ServingRun):
     `step(Step)` runs and judges a call on the example's pool, raising the typed failure; `close()` ends it."""
     budget = serving_budget(budget)

@@ -16,6 +16,7 @@ whose top slots' element offsets pass int32 (8 GiB on a GPU).
 Rare features are drawn as one nonzero value of a small integer (its largest): Hypothesis shrinks toward zero, so
 minimal cases shed them unless they matter.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -81,20 +82,32 @@ def draw_bucket(choice, sup: Support, op: str, budget: Budget) -> Bucket:
     min_T = sup.verify_min_T if op == "verify" else 1
     T = {"decode": 1, "prefill": 0}.get(op) or choice([t for t in budget.t_choices if min_T <= t <= max_T])
     update = not (sup.no_update and op == "verify" and choice((False, True)))
-    buffer = (sup.intermediate and op == "verify" and (sup.buffer_with_update or not update)
-              and choice((False, True)))
+    buffer = sup.intermediate and op == "verify" and (sup.buffer_with_update or not update) and choice((False, True))
     strided = sup.strided_pool and max(budget.gaps) > 0 and choice((False, True))
-    return Bucket(T, H, HV, K, V, strided=strided, buffer=buffer, update=update, state_dtype=choice(sup.state_dtypes),
-                  input_dtype=choice(sup.input_dtypes), index_dtype=choice(sup.index_dtypes),
-                  layout=choice(sup.layouts),
-                  l2norm=not sup.l2norm_off or choice((True, True, True, True, False)),
-                  output_given=not sup.output_optional or choice((True, True, True, False)),
-                  spare_steps=choice((0, 1, 2)) if buffer and sup.spare_steps else 0,
-                  sliced=choice((0, 1, 2)) if buffer and sup.sliced_intermediate else 0,
-                  writes=choice(tuple(w for w, ok in zip(WRITES, (True, sup.split_write,
-                                                                  sup.token_slots and op == "verify")) if ok))
-                  if sup.pool else "same",
-                  capacity=budget.max_pool if strided and budget.plan_size else 0)
+    return Bucket(
+        T,
+        H,
+        HV,
+        K,
+        V,
+        strided=strided,
+        buffer=buffer,
+        update=update,
+        state_dtype=choice(sup.state_dtypes),
+        input_dtype=choice(sup.input_dtypes),
+        index_dtype=choice(sup.index_dtypes),
+        layout=choice(sup.layouts),
+        l2norm=not sup.l2norm_off or choice((True, True, True, True, False)),
+        output_given=not sup.output_optional or choice((True, True, True, False)),
+        spare_steps=choice((0, 1, 2)) if buffer and sup.spare_steps else 0,
+        sliced=choice((0, 1, 2)) if buffer and sup.sliced_intermediate else 0,
+        writes=choice(
+            tuple(w for w, ok in zip(WRITES, (True, sup.split_write, sup.token_slots and op == "verify")) if ok)
+        )
+        if sup.pool
+        else "same",
+        capacity=budget.max_pool if strided and budget.plan_size else 0,
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -120,8 +133,9 @@ def large_plan(target_name: str, op: str, sup: Support, budget: Budget) -> tuple
     plan = []
     for state_dtype in sup.state_dtypes:
         for index_dtype in sup.index_dtypes:
-            one = dataclasses.replace(sup, state_dtypes=(state_dtype,), index_dtypes=(index_dtype,),
-                                      input_dtypes=sup.input_dtypes[:1])
+            one = dataclasses.replace(
+                sup, state_dtypes=(state_dtype,), index_dtypes=(index_dtype,), input_dtypes=sup.input_dtypes[:1]
+            )
             bucket = draw_bucket(rng.choice, one, op, budget)  # state updates on: a wrapped write lands in the guard
             bucket = dataclasses.replace(bucket, update=True, buffer=bucket.buffer and sup.buffer_with_update)
             plan += [dataclasses.replace(bucket, strided=s) for s in strided]
@@ -130,7 +144,7 @@ def large_plan(target_name: str, op: str, sup: Support, budget: Budget) -> tuple
 
 def large_first_slot(bucket: Bucket, gap: int, past: int) -> int:
     """The first slot whose element offset (slot x slot stride) reaches 2^past."""
-    return 2 ** past // ((bucket.HV + gap) * bucket.K * bucket.V) + 1
+    return 2**past // ((bucket.HV + gap) * bucket.K * bucket.V) + 1
 
 
 def large_spare(bucket: Bucket, gap: int, past: int) -> int:
@@ -146,15 +160,32 @@ def large_case(op: str, bucket: Bucket, gap: int, past: int, budget: Budget) -> 
     first, spare = large_first_slot(bucket, gap, past), large_spare(bucket, gap, past)
     B, T = min(budget.max_B, 4, spare), budget.max_T if op == "prefill" else bucket.T
     rows = B + 3 if bucket.buffer else 0
-    return Case(op=op, H=bucket.H, HV=bucket.HV, K=bucket.K, V=bucket.V, T=T, pool=first + spare,
-                read_slots=tuple(range(first, first + B)), seed=0, seqlens=(T,) * B if op == "prefill" else (),
-                pool_gap=gap, inter_rows=rows, inter_steps=T + 2 if rows else 0, inter_spare_steps=2 if rows else 0,
-                state_dtype=bucket.state_dtype, input_dtype=bucket.input_dtype, index_dtype=bucket.index_dtype,
-                layout=bucket.layout, update=bucket.update)
+    return Case(
+        op=op,
+        H=bucket.H,
+        HV=bucket.HV,
+        K=bucket.K,
+        V=bucket.V,
+        T=T,
+        pool=first + spare,
+        read_slots=tuple(range(first, first + B)),
+        seed=0,
+        seqlens=(T,) * B if op == "prefill" else (),
+        pool_gap=gap,
+        inter_rows=rows,
+        inter_steps=T + 2 if rows else 0,
+        inter_spare_steps=2 if rows else 0,
+        state_dtype=bucket.state_dtype,
+        input_dtype=bucket.input_dtype,
+        index_dtype=bucket.index_dtype,
+        layout=bucket.layout,
+        update=bucket.update,
+    )
 
 
-def large_buckets(target: TargetView, op: str, budget: Budget,
-                  bugs: tuple = ()) -> tuple[tuple[Bucket, ...], str | None]:
+def large_buckets(
+    target: TargetView, op: str, budget: Budget, bugs: tuple = ()
+) -> tuple[tuple[Bucket, ...], str | None]:
     """The large plan's buckets whose largest case fits budget.large_bytes (fuzz.model.footprint.peak_bytes, with the
     guard below the pool), and, when some do not, why: one line for the targets table."""
     sup, bits, limit = target.declared(bugs), target.offset_bits(), budget.large_bytes or 0
@@ -166,8 +197,10 @@ def large_buckets(target: TargetView, op: str, budget: Budget,
     if not left:
         return tuple(b for b, _ in fits), None
     smallest = min(need for _, need in left)
-    why = (f"pools past 2^{bits} elements with their guard need {smallest / 2**30:.1f} GiB or more a case; at most "
-           f"{limit / 2**30:.1f} GiB here ({budget.device}{'' if budget.device != 'cpu' else ', a CPU profile'})")
+    why = (
+        f"pools past 2^{bits} elements with their guard need {smallest / 2**30:.1f} GiB or more a case; at most "
+        f"{limit / 2**30:.1f} GiB here ({budget.device}{'' if budget.device != 'cpu' else ', a CPU profile'})"
+    )
     if fits:
         why = f"{len(left)} of {len(left) + len(fits)} buckets left out: {why}"
     return tuple(b for b, _ in fits), why
@@ -218,16 +251,46 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
     if inter_rows and sup.explicit_rows and draw(st.booleans()):
         rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
         inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
-    slots = draw(slot_maps(sup, sem, B, T, op, bucket.update and not inter_rows, budget, first, spare,
-                           buffered=bool(inter_rows), writes=bucket.writes, capacity=bucket.capacity))
+    slots = draw(
+        slot_maps(
+            sup,
+            sem,
+            B,
+            T,
+            op,
+            bucket.update and not inter_rows,
+            budget,
+            first,
+            spare,
+            buffered=bool(inter_rows),
+            writes=bucket.writes,
+            capacity=bucket.capacity,
+        )
+    )
     # warm calls: GPU budgets only, about 3% of drawn cases, never beside an int32-overflowing pool
     warm = budget.warm_calls and sup.pool and not large and draw(st.integers(0, 29)) == 29
     return Case(
-        op=op, H=H, HV=HV, K=bucket.K, V=bucket.V, T=T, seqlens=seqlens, seed=draw(st.integers(0, 2**32 - 1)),
-        **slots, inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index,
-        state_dtype=bucket.state_dtype, input_dtype=bucket.input_dtype, index_dtype=bucket.index_dtype,
-        layout=bucket.layout, gate=draw(st.sampled_from(sup.gate_regimes)), scale=draw(st.sampled_from(budget.scales)),
-        l2norm=bucket.l2norm, update=bucket.update,
+        op=op,
+        H=H,
+        HV=HV,
+        K=bucket.K,
+        V=bucket.V,
+        T=T,
+        seqlens=seqlens,
+        seed=draw(st.integers(0, 2**32 - 1)),
+        **slots,
+        inter_rows=inter_rows,
+        inter_steps=inter_steps,
+        inter_spare_steps=inter_spare,
+        inter_index=inter_index,
+        state_dtype=bucket.state_dtype,
+        input_dtype=bucket.input_dtype,
+        index_dtype=bucket.index_dtype,
+        layout=bucket.layout,
+        gate=draw(st.sampled_from(sup.gate_regimes)),
+        scale=draw(st.sampled_from(budget.scales)),
+        l2norm=bucket.l2norm,
+        update=bucket.update,
         pool_gap=draw(st.sampled_from([g for g in budget.gaps if g])) if bucket.strided and not large else gap,
         warm_pool=draw(st.integers(1, budget.max_pool)) if warm else 0,
         output_given=bucket.output_given,
@@ -239,15 +302,20 @@ MAX_IDS = 4096  # slot ids one case draws at most (a slot per token past that: m
 
 
 @st.composite
-def straddle(draw, target: TargetView, bucket: Bucket, B: int, H: int, HV: int, sup: Support,
-             most: int = MAX_STRADDLE_B) -> int:
+def straddle(
+    draw, target: TargetView, bucket: Bucket, B: int, H: int, HV: int, sup: Support, most: int = MAX_STRADDLE_B
+) -> int:
     """B, or, for half the cases of a bucket with dispatch thresholds (fuzz.model.dispatch), the batch just short
     of or just past one of them (at most `most` requests), so a test crosses every threshold of its release early,
     not by luck. The zero choice keeps B: a minimal case sheds the crossing unless the failure needs it."""
     sms = dispatch.num_sms()
-    rows = [(t, above) for t in dispatch.thresholds(target.path, target.release())
-            if t.applies(max(bucket.T, 1), bucket.buffer, bucket.update) for above in (False, True)
-            if 1 <= t.batch(above, H, HV, sms) <= most]
+    rows = [
+        (t, above)
+        for t in dispatch.thresholds(target.path, target.release())
+        if t.applies(max(bucket.T, 1), bucket.buffer, bucket.update)
+        for above in (False, True)
+        if 1 <= t.batch(above, H, HV, sms) <= most
+    ]
     if not rows or draw(st.integers(0, 1)) == 0:
         return B
     threshold, above = draw(st.sampled_from(rows))
@@ -255,8 +323,21 @@ def straddle(draw, target: TargetView, bucket: Bucket, B: int, H: int, HV: int, 
 
 
 @st.composite
-def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget: Budget, first: int = 0,
-              spare: int = 0, buffered: bool = False, writes: str = "", capacity: int = 0) -> dict:
+def slot_maps(
+    draw,
+    sup,
+    sem,
+    B: int,
+    T: int,
+    op: str,
+    may_scatter: bool,
+    budget: Budget,
+    first: int = 0,
+    spare: int = 0,
+    buffered: bool = False,
+    writes: str = "",
+    capacity: int = 0,
+) -> dict:
     """Pool size and slot indices. Slots a call writes are distinct from every slot another row reads or
     writes (overlaps race by every library's contract); a sacrificial slot 0 stays out of reach when
     padding redirects there or 0 is the null slot. Unique integer lists shrink toward the identity map.
@@ -273,8 +354,14 @@ def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget
     padded = draw(st.lists(st.booleans(), min_size=B, max_size=B))
     real = B - sum(padded)
     room = spare if first else B * T + B  # a large pool's requests must fit its spare slots
-    token = sup.token_slots and may_scatter and op == "verify" and T >= 2 and real + B * T <= min(room, MAX_IDS) \
+    token = (
+        sup.token_slots
+        and may_scatter
+        and op == "verify"
+        and T >= 2
+        and real + B * T <= min(room, MAX_IDS)
         and (writes == "token" if writes else draw(st.booleans()))
+    )
     split = not token and sup.split_write and 2 * B <= room and (writes == "split" if writes else draw(st.booleans()))
     extra = B * T if token else B if split else 0
     need = max(reserved + real + extra, 1)
@@ -286,8 +373,11 @@ def slot_maps(draw, sup, sem, B: int, T: int, op: str, may_scatter: bool, budget
         pool = max(capacity, least) if capacity else draw(st.integers(least, need + draw(st.sampled_from(more))))
         low = reserved
     # No ids to draw when every row is padded: pool may then be just the reserved slot 0 (empty range).
-    ids = iter(draw(st.lists(st.integers(low, pool - 1), unique=True, min_size=real + extra,
-                             max_size=real + extra)) if real + extra else ())
+    ids = iter(
+        draw(st.lists(st.integers(low, pool - 1), unique=True, min_size=real + extra, max_size=real + extra))
+        if real + extra
+        else ()
+    )
     out = dict(pool=pool, read_slots=tuple(null if p else next(ids) for p in padded), null=null)
     if token:
         out["token_slots"] = tuple(tuple(next(ids) for _ in range(T)) for _ in range(B))

@@ -6,6 +6,7 @@ kernel are one failure, and different breakages stay apart. Hypothesis tells fai
 raising line; `keyed()` gives each key a subclass of its kind, so Hypothesis keeps and shrinks one minimal example
 per key (an isolated worker raises every failure from one line).
 """
+
 from __future__ import annotations
 
 import re
@@ -94,9 +95,22 @@ class StateLeak(GdnFailure):
     or before a call the pool no longer held what the calls before it left there (fuzz.run.serving)."""
 
 
-FAILURE_KINDS = (OutputMismatch, StateMismatch, IntermediateMismatch, PoolCorruption, GuardBreach,
-                 UnwrittenOutput, NonFinite, RejectedValidInput, AcceptedInvalidInput, KernelCrash, KernelHang,
-                 StaleCompile, OutputAliased, StateLeak)
+FAILURE_KINDS = (
+    OutputMismatch,
+    StateMismatch,
+    IntermediateMismatch,
+    PoolCorruption,
+    GuardBreach,
+    UnwrittenOutput,
+    NonFinite,
+    RejectedValidInput,
+    AcceptedInvalidInput,
+    KernelCrash,
+    KernelHang,
+    StaleCompile,
+    OutputAliased,
+    StateLeak,
+)
 KINDS = {k.__name__: k for k in FAILURE_KINDS}
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -115,6 +129,7 @@ def keyed(kind: type, key: str) -> type:
     """The subclass of failure class `kind` for one failure key (cached: one class per key)."""
     cls = _KEYED.get((kind, key))
     if cls is None:
-        cls = _KEYED[(kind, key)] = type(kind.__name__, (kind,), {"key": key, "__module__": kind.__module__,
-                                                                   "__qualname__": kind.__qualname__})
+        cls = _KEYED[(kind, key)] = type(
+            kind.__name__, (kind,), {"key": key, "__module__": kind.__module__, "__qualname__": kind.__qualname__}
+        )
     return cls

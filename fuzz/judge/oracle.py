@@ -6,6 +6,7 @@ tests/reference/test_oracle_batched.py holds equal to reference.ops' per-request
 are sparse: the output, the written pool slots with their states and the written intermediate rows; everything else must
 be as the caller left it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,11 +31,27 @@ def expected(case: Case, t: Tensors, sem: Semantics) -> Expected:
 def oracle(case: Case, t: Tensors, sem: Semantics, precision: Precision) -> SparseResult:
     """The reference call for this case under the target's contract."""
     gates = RawGates(t.A_log, t.a, t.dt_bias, t.b) if sem.gates == "raw" else LogGates(t.g, t.beta)
-    common = dict(write_slots=t.write_slots, scale=case.scale, use_l2norm=case.l2norm, layout=case.layout,
-                  pad=sem.pad, precision=precision)
+    common = dict(
+        write_slots=t.write_slots,
+        scale=case.scale,
+        use_l2norm=case.l2norm,
+        layout=case.layout,
+        pad=sem.pad,
+        precision=precision,
+    )
     if case.op == "prefill":
         return reference.batched_prefill(t.q, t.k, t.v, gates, t.cu_seqlens, t.pool.view, t.read_slots, **common)
     return reference.batched_verify(
-        t.q, t.k, t.v, gates, t.pool.view, t.read_slots, disable_state_update=not case.update,
-        intermediate=None if t.inter is None else t.inter.view, intermediate_rows=t.inter_index,
-        token_slots=t.token_slots, output=t.output.view, **common)
+        t.q,
+        t.k,
+        t.v,
+        gates,
+        t.pool.view,
+        t.read_slots,
+        disable_state_update=not case.update,
+        intermediate=None if t.inter is None else t.inter.view,
+        intermediate_rows=t.inter_index,
+        token_slots=t.token_slots,
+        output=t.output.view,
+        **common,
+    )

@@ -9,6 +9,7 @@ floor for reduction-order noise that grows with the number of tokens:
 The model error carries everything the kernel is *allowed* to lose (bf16 stores, beta rounding,
 input conversion); c and the floor only absorb the order of fp32 operations.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """Judging one call: memory contracts first, then numerics. A broken contract raises its failure kind
 (fuzz.judge.failures) with a cause naming the contract; each numeric comparison made is appended to `compared`."""
+
 from __future__ import annotations
 
 import bisect
@@ -38,8 +39,15 @@ class Comparison:
         return self.worst / self.bound if self.bound else float("inf")
 
 
-def judge(case: Case, path: str, sem: Semantics, t: Tensors, got_output: torch.Tensor, expected: Expected,
-          compared: list[Comparison]) -> None:
+def judge(
+    case: Case,
+    path: str,
+    sem: Semantics,
+    t: Tensors,
+    got_output: torch.Tensor,
+    expected: Expected,
+    compared: list[Comparison],
+) -> None:
     for name, buf in (("pool", t.pool), ("intermediate", t.inter), ("output", t.output)):
         if buf is not None:
             _check_guards(case, name, buf)
@@ -62,10 +70,15 @@ def _wrap_hint(case: Case, pool: Guarded) -> str:
     if not slots:
         return ""
     offset = slots[0] * stride
-    where = (f"onto slot {(offset - 2 ** bits) // stride} of the pool" if offset >= 2 ** bits else
-             "below the pool, whose guard NaN a wrapped read returns")
-    return (f" (slot {slots[0]}'s element offset {offset} passes 2^{bits - 1 if offset < 2 ** bits else bits}: "
-            f"an int{bits} offset there wraps {where})")
+    where = (
+        f"onto slot {(offset - 2**bits) // stride} of the pool"
+        if offset >= 2**bits
+        else "below the pool, whose guard NaN a wrapped read returns"
+    )
+    return (
+        f" (slot {slots[0]}'s element offset {offset} passes 2^{bits - 1 if offset < 2**bits else bits}: "
+        f"an int{bits} offset there wraps {where})"
+    )
 
 
 _ROW_NAMES = {"pool": "slot", "intermediate": "row", "output": "token row"}
@@ -78,12 +91,17 @@ def _check_guards(case, name, buf: Guarded) -> None:
         return
     element = buf.element(where)
     if (wrap := buf.wrapped(element)) is not None:
-        raise GuardBreach(case, f"{name} written outside the buffer: {wrap.describe(_ROW_NAMES[name])}",
-                          cause=f"{name} written outside the buffer where a wrapped int{wrap.bits} {wrap.unit} offset "
-                                "lands")
-    raise GuardBreach(case, f"{name} written outside the buffer at element {element} from its first (allocation "
-                      f"index {where}; the view is rows {buf.lead}.., first {buf.view.shape[1]} of dim 1)",
-                      cause=f"{name} written outside the buffer")
+        raise GuardBreach(
+            case,
+            f"{name} written outside the buffer: {wrap.describe(_ROW_NAMES[name])}",
+            cause=f"{name} written outside the buffer where a wrapped int{wrap.bits} {wrap.unit} offset lands",
+        )
+    raise GuardBreach(
+        case,
+        f"{name} written outside the buffer at element {element} from its first (allocation "
+        f"index {where}; the view is rows {buf.lead}.., first {buf.view.shape[1]} of dim 1)",
+        cause=f"{name} written outside the buffer",
+    )
 
 
 def _token_starts(case: Case) -> list[int]:
@@ -110,18 +128,31 @@ def _check_output(case, path, sem: Semantics, output: Guarded, got: torch.Tensor
         kept = has_pattern(got_f[_index(rows, got_f)], "poison").flatten(1).all(1).tolist()
         if not all(kept):
             n = bisect.bisect_right(starts, rows[kept.index(False)]) - 1
-            raise PoolCorruption(case, f"padded request {n} output changed; contract: untouched",
-                                 cause="padded request output changed; contract: untouched")
+            raise PoolCorruption(
+                case,
+                f"padded request {n} output changed; contract: untouched",
+                cause="padded request output changed; contract: untouched",
+            )
     judged = torch.ones(got_f.shape[0], dtype=torch.bool, device=got_f.device)
     if padded and sem.pad.read in ("slot0", "skip_untouched"):
         judged[_index(rows_of(padded), got_f)] = False
     if got is output.view and has_pattern(got_f[judged], "poison").any():
         unwritten = _rows_with(has_pattern(got_f, "poison") & _bcast(judged, got_f))
-        raise UnwrittenOutput(case, f"output token rows {unwritten} still hold poison",
-                              cause="output rows still hold poison")
+        raise UnwrittenOutput(
+            case, f"output token rows {unwritten} still hold poison", cause="output rows still hold poison"
+        )
     idx = judged.nonzero().squeeze(1).to(got_f.device)
-    _compare(case, "output", OutputMismatch, path, got_f[idx], _flat_tokens(expected.exact.output, case)[idx],
-             _flat_tokens(expected.model.output, case)[idx], _rounded(got.dtype, sem.output_dtype(case)), compared)
+    _compare(
+        case,
+        "output",
+        OutputMismatch,
+        path,
+        got_f[idx],
+        _flat_tokens(expected.exact.output, case)[idx],
+        _flat_tokens(expected.model.output, case)[idx],
+        _rounded(got.dtype, sem.output_dtype(case)),
+        compared,
+    )
 
 
 def _rounded(stored: torch.dtype, computed: torch.dtype) -> str:
@@ -135,22 +166,41 @@ def _rounded(stored: torch.dtype, computed: torch.dtype) -> str:
 def _check_pool(case, path, sem: Semantics, pool: Guarded, expected: Expected, compared) -> None:
     exact, model = expected.exact, expected.model
     written = set(exact.written_slots)
-    redirected = sem.pad.read == "slot0" and any(case.padded) or sem.pad.write == "slot0" and case.write_slots and any(
-        w < 0 if case.null < 0 else w <= 0 for w in case.write_slots)
+    redirected = (
+        sem.pad.read == "slot0"
+        and any(case.padded)
+        or sem.pad.write == "slot0"
+        and case.write_slots
+        and any(w < 0 if case.null < 0 else w <= 0 for w in case.write_slots)
+    )
     racing = {0} if redirected else set()  # several padded rows may race on slot 0
     changed = pool.changed_rows(sorted(set(range(case.pool)) - written - racing))  # block by block: up to 8 GiB
     if changed:
         wrap = next((w for r in changed if (w := pool.wrapped(r * pool.full.stride(0))) and w.row in written), None)
         if wrap is not None:  # a written slot's offset wrapped onto another slot of the pool
-            raise PoolCorruption(case, f"pool slot {changed[0]} changed but the contract leaves it untouched: "
-                                 f"{wrap.describe('slot')}", cause=f"untouched pool slot changed where a wrapped "
-                                 f"int{wrap.bits} {wrap.unit} offset lands")
-        raise PoolCorruption(case, f"pool slot {changed[0]} changed but the contract leaves it untouched "
-                             f"(written slots: {sorted(written)})", cause="untouched pool slot changed")
+            raise PoolCorruption(
+                case,
+                f"pool slot {changed[0]} changed but the contract leaves it untouched: {wrap.describe('slot')}",
+                cause=f"untouched pool slot changed where a wrapped int{wrap.bits} {wrap.unit} offset lands",
+            )
+        raise PoolCorruption(
+            case,
+            f"pool slot {changed[0]} changed but the contract leaves it untouched (written slots: {sorted(written)})",
+            cause="untouched pool slot changed",
+        )
     slots = sorted(written - racing)
     if slots:
-        _compare(case, "state", StateMismatch, path, pool.view[slots], _at(exact.slots, exact.states, slots),
-                 _at(model.slots, model.states, slots), case.state_dtype, compared)
+        _compare(
+            case,
+            "state",
+            StateMismatch,
+            path,
+            pool.view[slots],
+            _at(exact.slots, exact.states, slots),
+            _at(model.slots, model.states, slots),
+            case.state_dtype,
+            compared,
+        )
 
 
 def _check_intermediate(case, path, inter: Guarded, expected: Expected, compared) -> None:
@@ -162,16 +212,31 @@ def _check_intermediate(case, path, inter: Guarded, expected: Expected, compared
         changed.append(next(r for r in rows if not bool(has_pattern(inter.view[r, T:], "poison").all())))
     if changed:
         r = changed[0]
-        raise PoolCorruption(case, f"intermediate row {r} steps {T if r in rows else 0}..: changed but the contract "
-                             f"leaves them untouched (written rows: {rows})",
-                             cause="untouched intermediate steps changed")
+        raise PoolCorruption(
+            case,
+            f"intermediate row {r} steps {T if r in rows else 0}..: changed but the contract "
+            f"leaves them untouched (written rows: {rows})",
+            cause="untouched intermediate steps changed",
+        )
     if rows:
         got = inter.view[rows, :T]
         if has_pattern(got, "poison").any():
-            raise IntermediateMismatch(case, f"intermediate rows {rows} steps < T={T} still hold poison",
-                                       cause="intermediate steps still hold poison")
-        _compare(case, "intermediate", IntermediateMismatch, path, got, _at(exact.rows, exact.row_states, rows),
-                 _at(model.rows, model.row_states, rows), case.state_dtype, compared)
+            raise IntermediateMismatch(
+                case,
+                f"intermediate rows {rows} steps < T={T} still hold poison",
+                cause="intermediate steps still hold poison",
+            )
+        _compare(
+            case,
+            "intermediate",
+            IntermediateMismatch,
+            path,
+            got,
+            _at(exact.rows, exact.row_states, rows),
+            _at(model.rows, model.row_states, rows),
+            case.state_dtype,
+            compared,
+        )
 
 
 def _index(rows: list[int], like: torch.Tensor) -> torch.Tensor:
@@ -198,8 +263,11 @@ def _compare(case, kind, failure, path, got, exact, model, dtype, compared) -> N
     bad = finite & ~torch.isfinite(got64)
     if bad.any():
         at = tuple(bad.nonzero()[0].tolist())
-        raise NonFinite(case, f"{kind}{list(at)} = {got64[at].item()} where the oracle is {exact64[at].item():.6g}",
-                        cause=f"{kind} not finite where the oracle is")
+        raise NonFinite(
+            case,
+            f"{kind}{list(at)} = {got64[at].item()} where the oracle is {exact64[at].item():.6g}",
+            cause=f"{kind} not finite where the oracle is",
+        )
     zero = exact64.new_zeros(())
     err = (got64 - exact64).abs().where(finite, zero)
     model_err = float((model64 - exact64).abs().where(finite, zero).max())
@@ -210,10 +278,13 @@ def _compare(case, kind, failure, path, got, exact, model, dtype, compared) -> N
     compared.append(Comparison(kind, worst, bound))
     if worst > bound:
         at = tuple(int(i) for i in torch.unravel_index(err.argmax(), err.shape))
-        raise failure(case, f"{kind}{list(at)}: target {got64[at].item():.7g}, oracle {exact64[at].item():.7g}, "
-                      f"model {model64[at].item():.7g}; max error {worst:.3g} > bound {bound:.3g} "
-                      f"(= {tol.c} x model error {model_err:.3g} + floor at |oracle|max {scale:.3g}, T={case.T})",
-                      cause=f"{kind} error above the bound")
+        raise failure(
+            case,
+            f"{kind}{list(at)}: target {got64[at].item():.7g}, oracle {exact64[at].item():.7g}, "
+            f"model {model64[at].item():.7g}; max error {worst:.3g} > bound {bound:.3g} "
+            f"(= {tol.c} x model error {model_err:.3g} + floor at |oracle|max {scale:.3g}, T={case.T})",
+            cause=f"{kind} error above the bound",
+        )
 
 
 def _bcast(mask, like):

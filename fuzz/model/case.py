@@ -10,6 +10,7 @@ coordinate token at fault, for anything the oracle could not judge or the coordi
 dtype or gate regime, a slot outside the pool, slot lists that disagree with B or T, a decode with T > 1, ...). An
 *invalid input* is still a Case: HV not a multiple of H (`valid` is False) is one the target must reject cleanly.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -101,9 +102,24 @@ class Case:
 
     # --- the coordinate -------------------------------------------------------------------------
     def __repr__(self) -> str:
-        parts = [self.op, f"B{self.B}", f"T{self.T}", f"H{self.H}", f"HV{self.HV}", f"K{self.K}", f"V{self.V}",
-                 f"pool{self.pool}", f"pad{sum(self.padded)}", f"{self.state_dtype}state", f"{self.input_dtype}in",
-                 self.index_dtype, self.layout, f"gate_{self.gate}", f"seed{self.seed}", f"slots{_l(self.read_slots)}"]
+        parts = [
+            self.op,
+            f"B{self.B}",
+            f"T{self.T}",
+            f"H{self.H}",
+            f"HV{self.HV}",
+            f"K{self.K}",
+            f"V{self.V}",
+            f"pool{self.pool}",
+            f"pad{sum(self.padded)}",
+            f"{self.state_dtype}state",
+            f"{self.input_dtype}in",
+            self.index_dtype,
+            self.layout,
+            f"gate_{self.gate}",
+            f"seed{self.seed}",
+            f"slots{_l(self.read_slots)}",
+        ]
         opt = [
             (self.seqlens, f"seqlens{_l(self.seqlens)}"),
             (self.write_slots is not None, f"wslots{_l(self.write_slots or ())}"),
@@ -141,8 +157,9 @@ class Case:
         case = cls(**fields)
         for name, actual in (("B", case.B), ("pad", sum(case.padded))):
             if claimed.get(name, actual) != actual:
-                raise CaseError(f"Case coordinate: {spelled[name]!r} disagrees with slots{_l(case.read_slots)} "
-                                f"({name}{actual})")
+                raise CaseError(
+                    f"Case coordinate: {spelled[name]!r} disagrees with slots{_l(case.read_slots)} ({name}{actual})"
+                )
         return case
 
     def to_json(self) -> dict:
@@ -176,8 +193,20 @@ def _inter(case: Case) -> str:
 
 
 # --- validation ---------------------------------------------------------------------------------
-_LEAST = {"H": 1, "HV": 1, "K": 1, "V": 1, "T": 0, "pool": 1, "seed": 0, "pool_gap": 0, "inter_rows": 0,
-          "inter_steps": 0, "inter_spare_steps": 0, "warm_pool": 0}
+_LEAST = {
+    "H": 1,
+    "HV": 1,
+    "K": 1,
+    "V": 1,
+    "T": 0,
+    "pool": 1,
+    "seed": 0,
+    "pool_gap": 0,
+    "inter_rows": 0,
+    "inter_steps": 0,
+    "inter_spare_steps": 0,
+    "warm_pool": 0,
+}
 
 
 def _is_int(x) -> bool:
@@ -198,15 +227,26 @@ def _problem(c: Case) -> str | None:
             return f"{name}={value!r}: expected an integer >= {least}"
     if c.seed >= SEEDS:
         return f"seed{c.seed}: expected a seed below 2**32"
-    for name, allowed in (("state_dtype", DTYPES), ("input_dtype", DTYPES), ("index_dtype", INDEX_DTYPES),
-                          ("layout", LAYOUTS), ("gate", GATES), ("null", NULLS)):
+    for name, allowed in (
+        ("state_dtype", DTYPES),
+        ("input_dtype", DTYPES),
+        ("index_dtype", INDEX_DTYPES),
+        ("layout", LAYOUTS),
+        ("gate", GATES),
+        ("null", NULLS),
+    ):
         if getattr(c, name) not in allowed:
             return f"{name}={getattr(c, name)!r}: expected one of {', '.join(map(str, allowed))}"
     for name in ("l2norm", "update", "output_given"):
         if not isinstance(getattr(c, name), bool):
             return f"{name}={getattr(c, name)!r}: expected True or False"
-    if c.scale is not None and not (isinstance(c.scale, (int, float)) and not isinstance(c.scale, bool)
-                                    and math.isfinite(c.scale) and c.scale > 0 and "-" not in str(c.scale)):
+    if c.scale is not None and not (
+        isinstance(c.scale, (int, float))
+        and not isinstance(c.scale, bool)
+        and math.isfinite(c.scale)
+        and c.scale > 0
+        and "-" not in str(c.scale)
+    ):
         return f"scale={c.scale!r}: expected a finite number > 0 written without '-' (at least 1e-4)"
     for name, optional in (("read_slots", False), ("seqlens", False), ("write_slots", True), ("inter_index", True)):
         if not _int_tuple(getattr(c, name), optional):
@@ -247,8 +287,11 @@ def _shape_problem(c: Case) -> str | None:
 
 def _slot_problem(c: Case) -> str | None:
     """Every slot a request names is padding or inside the pool."""
-    named = ((f"slots{_l(c.read_slots)}", c.read_slots), (f"wslots{_l(c.write_slots or ())}", c.write_slots or ()),
-             (f"tslots{_tslots(c.token_slots or ())}", [s for row in c.token_slots or () for s in row]))
+    named = (
+        (f"slots{_l(c.read_slots)}", c.read_slots),
+        (f"wslots{_l(c.write_slots or ())}", c.write_slots or ()),
+        (f"tslots{_tslots(c.token_slots or ())}", [s for row in c.token_slots or () for s in row]),
+    )
     for token, slots in named:
         if outside := [s for s in slots if s >= c.pool]:
             padding = "< 0" if c.null < 0 else "<= 0 (null0)"
@@ -278,11 +321,31 @@ def _buffer_problem(c: Case) -> str | None:
 
 
 # --- parsing ------------------------------------------------------------------------------------
-_INT_FIELDS = {"T": "T", "H": "H", "HV": "HV", "K": "K", "V": "V", "pool": "pool", "seed": "seed", "gap": "pool_gap",
-               "null": "null", "warm": "warm_pool", "B": "B", "pad": "pad"}  # B, pad: derived, checked by parse
+_INT_FIELDS = {
+    "T": "T",
+    "H": "H",
+    "HV": "HV",
+    "K": "K",
+    "V": "V",
+    "pool": "pool",
+    "seed": "seed",
+    "gap": "pool_gap",
+    "null": "null",
+    "warm": "warm_pool",
+    "B": "B",
+    "pad": "pad",
+}  # B, pad: derived, checked by parse
 _LISTS = {"slots": "read_slots", "wslots": "write_slots", "seqlens": "seqlens", "rows": "inter_index"}
-_REQUIRED = {"H": "H", "HV": "HV", "K": "K", "V": "V", "T": "T", "pool": "pool", "seed": "seed",
-             "read_slots": "slots[...]"}
+_REQUIRED = {
+    "H": "H",
+    "HV": "HV",
+    "K": "K",
+    "V": "V",
+    "T": "T",
+    "pool": "pool",
+    "seed": "seed",
+    "read_slots": "slots[...]",
+}
 _INT_LIST = r"-?\d+(?:,-?\d+)*"
 
 

@@ -1,5 +1,6 @@
 """The device memory one check of a case holds at its peak (`peak_bytes`): what fuzz.run.memory takes memory slots
 by, and what the large tests' plan (fuzz.generate.strategies.large_buckets) fits to a budget's memory."""
+
 from __future__ import annotations
 
 import math
@@ -28,15 +29,18 @@ def peak_bytes(case: Case, offset_bits: int = OFFSET_BITS) -> int:
     not counted (the GPU kernels work in place); tests/suite/test_scaleout.py holds it to a check measured on the
     CPU."""
     warm = case.replace(pool=case.pool + case.warm_pool, warm_pool=0)
-    transient = max(_oracle_working(case), _comparison(case), _filler_blocks(case),
-                    _buffers(warm, offset_bits) if case.warm_pool else 0)
+    transient = max(
+        _oracle_working(case),
+        _comparison(case),
+        _filler_blocks(case),
+        _buffers(warm, offset_bits) if case.warm_pool else 0,
+    )
     return _buffers(case, offset_bits) + 2 * _oracle_result(case) + transient
 
 
 def _sizes(case: Case) -> tuple[int, int, int]:
     """(state elements per slot, state dtype bytes, input dtype bytes)."""
-    return (case.HV * case.K * case.V, TORCH_DTYPES[case.state_dtype].itemsize,
-            TORCH_DTYPES[case.input_dtype].itemsize)
+    return (case.HV * case.K * case.V, TORCH_DTYPES[case.state_dtype].itemsize, TORCH_DTYPES[case.input_dtype].itemsize)
 
 
 def _buffers(case: Case, offset_bits: int = OFFSET_BITS) -> int:

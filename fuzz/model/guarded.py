@@ -14,6 +14,7 @@ an element offset in int32 wraps it by 2^32 and writes there, below the buffer, 
 guard and names the slot whose offset wrapped (`Guarded.wrapped`), instead of a crash or a write into memory we do
 not own. On a GPU that guard costs 2^31 elements (8 GiB of fp32), so such cases run one at a time (fuzz.run.memory).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,15 +44,17 @@ class Guarded:
     offset_bits: int = OFFSET_BITS  # the wrap the leading guard was sized for (lead_rows)
 
     @classmethod
-    def around(cls, shape: tuple, dtype, device, lead: int, spare_dim1: int = 0,
-               offset_bits: int = OFFSET_BITS) -> Guarded:
+    def around(
+        cls, shape: tuple, dtype, device, lead: int, spare_dim1: int = 0, offset_bits: int = OFFSET_BITS
+    ) -> Guarded:
         """Allocate [below + shape[0] + lead, shape[1] + spare_dim1, *shape[2:]] of guard and view the inner block;
         below = lead_rows(...): `lead` rows, or enough to hold a wrapped offset's landing."""
         full_shape = (shape[0], shape[1] + spare_dim1, *shape[2:])
         below = lead_rows(full_shape, lead, offset_bits)
-        full = fill_pattern(torch.empty((below + shape[0] + lead, *full_shape[1:]), dtype=dtype, device=device),
-                            "guard")
-        return cls(full, full[below:below + shape[0], : shape[1]], below, offset_bits=offset_bits)
+        full = fill_pattern(
+            torch.empty((below + shape[0] + lead, *full_shape[1:]), dtype=dtype, device=device), "guard"
+        )
+        return cls(full, full[below : below + shape[0], : shape[1]], below, offset_bits=offset_bits)
 
     @property
     def row_numel(self) -> int:
@@ -62,7 +65,7 @@ class Guarded:
         self.seed = seed
         per = max(1, CHUNK // max(self.row_numel, 1))
         for r in range(0, self.view.shape[0], per):
-            self.view[r:r + per] = self.initial(r, min(r + per, self.view.shape[0]))
+            self.view[r : r + per] = self.initial(r, min(r + per, self.view.shape[0]))
 
     def initial(self, start: int, stop: int) -> torch.Tensor:
         """Rows start..stop of the view as they began, before the named rows were set (filler or poison)."""
@@ -103,7 +106,7 @@ class Guarded:
         guard = pattern(self.full.dtype, "guard")
         for first, last, cols in regions:
             for r in range(first, last, per):
-                changed = bits(self.full[r:min(r + per, last), cols]) != guard
+                changed = bits(self.full[r : min(r + per, last), cols]) != guard
                 if changed.any():
                     at = changed.nonzero()[0].tolist()
                     return (at[0] + r, at[1] + (cols.start or 0), *at[2:])
@@ -119,7 +122,7 @@ class Guarded:
         """Which view row's offset, wrapped at 2^offset_bits, lands on this element offset (as elements, or as bytes
         of the view's itemsize); None when none does."""
         stride, size = self.full.stride(0), self.full.element_size()
-        for unit, shift in (("element", 2 ** self.offset_bits), ("byte", 2 ** self.offset_bits // size)):
+        for unit, shift in (("element", 2**self.offset_bits), ("byte", 2**self.offset_bits // size)):
             for k in (1, -1):
                 row = (element + k * shift) // stride
                 if 0 <= row < self.view.shape[0]:
@@ -164,8 +167,10 @@ class Wrap:
     def describe(self, what: str) -> str:
         """'slot 65537's state landed 2^32 elements below its place (element -2147450880 from the pool)'."""
         side = "below" if self.direction > 0 else "above"
-        return (f"{what} {self.row}'s data landed 2^{self.bits} {self.unit}s {side} its place (element "
-                f"{self.landed} from the buffer's first): an int{self.bits} {self.unit} offset wrapped")
+        return (
+            f"{what} {self.row}'s data landed 2^{self.bits} {self.unit}s {side} its place (element "
+            f"{self.landed} from the buffer's first): an int{self.bits} {self.unit} offset wrapped"
+        )
 
 
 def lead_rows(full_shape: tuple, lead: int, offset_bits: int = OFFSET_BITS) -> int:
@@ -174,4 +179,4 @@ def lead_rows(full_shape: tuple, lead: int, offset_bits: int = OFFSET_BITS) -> i
     row = math.prod(full_shape[1:])
     if full_shape[0] * row <= 2 ** (offset_bits - 1):
         return lead
-    return max(lead, -(-2 ** (offset_bits - 1) // max(row, 1)))
+    return max(lead, -(-(2 ** (offset_bits - 1)) // max(row, 1)))

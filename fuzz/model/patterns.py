@@ -4,6 +4,7 @@ A writable buffer (fuzz.model.guarded.Guarded) sits between guard regions, and w
 poison; after the call the verdict reads these bits back: a changed guard is an out-of-bounds write, poison left
 where the contract says "written" is an unwritten output.
 """
+
 from __future__ import annotations
 
 import torch
@@ -11,8 +12,11 @@ import torch
 # (bits view, GUARD, POISON): NaNs with payloads no arithmetic produces. The guards are signalling NaNs (quiet bit
 # clear): whatever a kernel computes from a guard it read is quiet at least, so writing it back changes the bits (a
 # CPU keeps a NaN's payload through arithmetic, a GPU returns its canonical NaN).
-_BITS = {torch.float32: (torch.int32, 0x7FA0DEAD, 0x7FBAD0BA), torch.bfloat16: (torch.int16, 0x7F9E, 0x7FBA),
-         torch.float16: (torch.int16, 0x7D1E, 0x7FBA)}
+_BITS = {
+    torch.float32: (torch.int32, 0x7FA0DEAD, 0x7FBAD0BA),
+    torch.bfloat16: (torch.int16, 0x7F9E, 0x7FBA),
+    torch.float16: (torch.int16, 0x7D1E, 0x7FBA),
+}
 
 
 def pattern(dtype: torch.dtype, which: str) -> int:

@@ -1,6 +1,7 @@
 """The value regimes a case's tensors are drawn in: each gate regime's parameters (the Case names the regime,
 fuzz.model.case.GATES) and the per-token magnitudes of q, k and v. fuzz.generate.materialize draws from them;
 fuzz.export.describe prints them."""
+
 from __future__ import annotations
 
 from fuzz.model.case import GATE_NAMES
@@ -18,4 +19,4 @@ GATE_REGIMES = {
 }
 assert tuple(GATE_REGIMES) == GATE_NAMES, "a regime a Case may name has no parameters here, or the other way round"
 # Per-token magnitudes of q, k, v: exact powers of two from 2^-10 (an eps-dominated l2norm) to 2^3 (large v).
-MAGNITUDES = tuple(2.0 ** e for e in range(-10, 4))
+MAGNITUDES = tuple(2.0**e for e in range(-10, 4))

@@ -1,5 +1,6 @@
 """What a target accepts (`Support`: the adapter declares it, fuzz.targets.base.Target.declared narrows it by release
 and known bugs), and what the strategies read of a target (`TargetView`). The strategies draw only inside it."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,6 +53,7 @@ class Support:
     def narrowed(self, **limits) -> Support:
         """This support with fewer choices: tuples keep the values they share with the limit, flags can only turn
         off, minimums only rise."""
+
         def narrow(name, have, limit):
             if isinstance(have, (tuple, frozenset)):
                 return type(have)(x for x in have if x in limit)
@@ -60,8 +62,10 @@ class Support:
             if name.startswith("max_"):  # a maximum (None: unbounded) only falls
                 return limit if have is None else min(have, limit)
             return max(have, limit)
-        return dataclasses.replace(self, **{name: narrow(name, getattr(self, name), limit)
-                                            for name, limit in limits.items()})
+
+        return dataclasses.replace(
+            self, **{name: narrow(name, getattr(self, name), limit) for name, limit in limits.items()}
+        )
 
 
 class TargetView(Protocol):

@@ -1,5 +1,6 @@
 """A case's tensors as a target receives them (`Tensors`: fuzz.generate.materialize builds them), and the pool slots
 whose values the case sets (`named_slots`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

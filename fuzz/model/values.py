@@ -9,6 +9,7 @@ and any block of a large tensor (a pool's filler) can be regenerated on its own 
 
 Streams are taken in call order, so materialize() stays reproducible as long as it asks in the same order.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,12 +47,12 @@ class Values:
 
     def uniform(self, lo: float, hi: float, *shape: int) -> torch.Tensor:
         """Uniform in [lo, hi): 24-bit steps."""
-        u = (self.bits(math.prod(shape)) >> 8).to(torch.float32) * 2.0 ** -24
+        u = (self.bits(math.prod(shape)) >> 8).to(torch.float32) * 2.0**-24
         return (lo + (hi - lo) * u).reshape(shape)
 
     def normal(self, *shape: int) -> torch.Tensor:
         """Mean 0, variance 1: the sum of four uniforms, centred and scaled (bell-shaped, |x| < 3.47)."""
-        s = sum((self.bits(math.prod(shape)) >> 8).to(torch.float32) for _ in range(4)) * 2.0 ** -24
+        s = sum((self.bits(math.prod(shape)) >> 8).to(torch.float32) for _ in range(4)) * 2.0**-24
         return ((s - 2.0) * _SQRT3).reshape(shape)
 
     def integers(self, n: int, *shape: int) -> torch.Tensor:
@@ -60,4 +61,4 @@ class Values:
 
     def filler(self, numel: int, start: int = 0, stream: int = 0xF111) -> torch.Tensor:
         """Uniform in [-1, 1) from a fixed stream, addressable by element: any block can be regenerated alone."""
-        return ((self.bits(numel, start, stream) >> 8).to(torch.float32) * 2.0 ** -23 - 1.0)
+        return (self.bits(numel, start, stream) >> 8).to(torch.float32) * 2.0**-23 - 1.0

@@ -10,6 +10,7 @@ Schema 1:
 A finding never overwrites another: `save` picks a file name no entry has yet. The corpus ships inside the package
 (the wheel maps corpus/ to fuzz.corpus_data), so an installed gdn-fuzz replays it too.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -39,8 +40,10 @@ def default_dir() -> Path:
     # a directory without __init__.py: a namespace package, whose resources.files() is no Path
     spec = importlib.util.find_spec("fuzz.corpus_data")
     if spec is None or not spec.submodule_search_locations:
-        raise CorpusError("no corpus found: neither a checkout's corpus/ nor the corpus shipped in the installed "
-                          "package (fuzz.corpus_data); give one with --gdn-corpus DIR")
+        raise CorpusError(
+            "no corpus found: neither a checkout's corpus/ nor the corpus shipped in the installed "
+            "package (fuzz.corpus_data); give one with --gdn-corpus DIR"
+        )
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -109,8 +112,18 @@ def load(path: Path) -> Entry:
 
     if bug is not None and bug not in BY_ID:
         raise CorpusError(f"{path}: field 'bug' is {bug!r}, no record in fuzz/model/known_bugs.py")
-    return Entry(path, case, target, library, versions, expect, field("issue", str, optional=True),
-                 field("description"), field("environment", dict, optional=True), bug)
+    return Entry(
+        path,
+        case,
+        target,
+        library,
+        versions,
+        expect,
+        field("issue", str, optional=True),
+        field("description"),
+        field("environment", dict, optional=True),
+        bug,
+    )
 
 
 def load_all(directory: Path | None = None) -> list[Entry]:
@@ -123,13 +136,36 @@ def load_all(directory: Path | None = None) -> list[Entry]:
     return [load(p) for p in paths]
 
 
-def save(directory: Path, case: Case, target: str, library: str, versions: str, expect: str,
-         description: str, issue: str | None = None, environment: dict | None = None) -> Path:
+def save(
+    directory: Path,
+    case: Case,
+    target: str,
+    library: str,
+    versions: str,
+    expect: str,
+    description: str,
+    issue: str | None = None,
+    environment: dict | None = None,
+) -> Path:
     """Write a new entry under a file name no entry has (never overwrites); return its path."""
     directory.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"schema": SCHEMA, "case": repr(case), "target": target, "library": library,
-                       "versions": versions, "expect": expect, "issue": issue, "description": description,
-                       **({"environment": environment} if environment else {})}, indent=1) + "\n"
+    text = (
+        json.dumps(
+            {
+                "schema": SCHEMA,
+                "case": repr(case),
+                "target": target,
+                "library": library,
+                "versions": versions,
+                "expect": expect,
+                "issue": issue,
+                "description": description,
+                **({"environment": environment} if environment else {}),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     stem = f"{target}-{case.op}-{expect}"
     n = 0
     while True:
@@ -145,5 +181,13 @@ def save(directory: Path, case: Case, target: str, library: str, versions: str, 
 def save_failure(directory: Path, target, failure: Failure, environment: dict | None = None) -> Path:
     # An override's finding holds for the module, not for the release it may report (a stand-in of one): no versions
     release = None if target.overridden else target.release()
-    return save(directory, failure.case, target.name, target.family.name, f"=={release}" if release else "",
-                failure.kind, failure.detail.splitlines()[0][:200], environment=environment)
+    return save(
+        directory,
+        failure.case,
+        target.name,
+        target.family.name,
+        f"=={release}" if release else "",
+        failure.kind,
+        failure.detail.splitlines()[0][:200],
+        environment=environment,
+    )

@@ -1,13 +1,22 @@
 """Where a run happened: GPU, driver, CUDA, Python, torch, Triton, Hypothesis and the kernel libraries' versions.
 Recorded in the run report and in corpus entries, printed by exported scripts, put in upstream issue bodies."""
+
 from __future__ import annotations
 
 import importlib.metadata
 import platform
 import subprocess
 
-LIBRARIES = ("torch", "triton", "hypothesis", "flashinfer-python", "nvidia-cutlass-dsl", "apache-tvm-ffi",
-             "fla-core", "sglang")
+LIBRARIES = (
+    "torch",
+    "triton",
+    "hypothesis",
+    "flashinfer-python",
+    "nvidia-cutlass-dsl",
+    "apache-tvm-ffi",
+    "fla-core",
+    "sglang",
+)
 
 
 def environment() -> dict:
@@ -23,8 +32,10 @@ def environment() -> dict:
     env["cuda"] = torch.version.cuda
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        env["gpu"] = f"{props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, " \
-                     f"{props.total_memory // 2**20} MiB)"
+        env["gpu"] = (
+            f"{props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, "
+            f"{props.total_memory // 2**20} MiB)"
+        )
         env["driver"] = _driver()
     else:
         env["gpu"] = None
@@ -33,8 +44,12 @@ def environment() -> dict:
 
 def _driver() -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None

@@ -8,6 +8,7 @@ stopped a fuzz test: done, its time box or its profile's bound). Each line is wr
 flushed, so a reader never sees half a line except the one being written. Under pytest-xdist each worker writes a
 file of its own, FILE.jsonl.gwN (no two processes append to one file); `files` lists what a run wrote.
 """
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 and its cause signature (no numbers: fuzz.judge.failures.normalized). Two failures with equal keys are one failure:
 the session reports one minimal case per key, the live log and the run report write it, the gate tells a baseline's
 failure from a candidate's by (test, key), and the campaign triages by its cause."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,6 +3,7 @@
 `check` returns what happened; it raises only when the harness itself breaks (a bug of ours, never a finding). An
 error by which the library says it does not support this device (fuzz.targets.unsupported) is no finding either: the
 result then says the target is unavailable, with the library's reason."""
+
 from __future__ import annotations
 
 import time
@@ -29,10 +30,12 @@ def dispatch_bucket(target: Target, case: Case) -> str:
     """What a compiled kernel is keyed by (B is dynamic), plus the kernel variant the target picks for the case:
     one bucket per compile on GPU targets (coverage, compile cost)."""
     variant = target.variant(case)
-    return (f"{target.name}:{case.op}-T{case.T}-H{case.H}-HV{case.HV}-K{case.K}-V{case.V}-{case.state_dtype}"
-            f"-{case.input_dtype}-{case.index_dtype}-{case.layout}{'-strided' if case.pool_gap else ''}"
-            f"{'-inter' if case.inter_rows else ''}{'' if case.update else '-noupdate'}"
-            f"{f'-{variant}' if variant else ''}")
+    return (
+        f"{target.name}:{case.op}-T{case.T}-H{case.H}-HV{case.HV}-K{case.K}-V{case.V}-{case.state_dtype}"
+        f"-{case.input_dtype}-{case.index_dtype}-{case.layout}{'-strided' if case.pool_gap else ''}"
+        f"{'-inter' if case.inter_rows else ''}{'' if case.update else '-noupdate'}"
+        f"{f'-{variant}' if variant else ''}"
+    )
 
 
 def failure_bucket(target: Target, case: Case) -> str:
@@ -85,8 +88,17 @@ def check(target: Target, case: Case, device: str, on_phase=None) -> CheckResult
             unjudged = f"out of memory: {normalized(str(error))}"
             if str(device).startswith("cuda"):
                 torch.cuda.empty_cache()
-    return CheckResult(target.name, case, dispatch_bucket(target, case), failure, tuple(run.compared), run.phases,
-                       tuple(run.events), unjudged, unavailable)
+    return CheckResult(
+        target.name,
+        case,
+        dispatch_bucket(target, case),
+        failure,
+        tuple(run.compared),
+        run.phases,
+        tuple(run.events),
+        unjudged,
+        unavailable,
+    )
 
 
 def _notes(error: GdnFailure) -> tuple[str, ...]:
@@ -109,8 +121,9 @@ def _differential(target: Target, case: Case, run: _Check) -> None:
         except Exception as e:  # noqa: BLE001 - any clean error is a rejection
             run.events.append(f"rejected invalid input: {type(e).__name__}")
             return
-        raise AcceptedInvalidInput(case, f"HV={case.HV} is not a multiple of H={case.H}, yet it ran",
-                                   cause="HV not a multiple of H accepted")
+        raise AcceptedInvalidInput(
+            case, f"HV={case.HV} is not a multiple of H={case.H}, yet it ran", cause="HV not a multiple of H accepted"
+        )
     run.events.append(f"bucket: {dispatch_bucket(target, case)}")
     with run.phase("oracle"):
         want = expected(case, t, sem)

@@ -1,6 +1,7 @@
 """An installation of the target libraries to run the fuzz suites against: a python executable (a venv's bin/python,
 or the venv directory) or a directory put first on PYTHONPATH (`pip install --no-deps --target DIR lib==X`). The gate
 compares two; a campaign fuzzes several releases at once. Every run uses this gdn-fuzz's fuzz suites."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -34,26 +35,44 @@ class Installation:
         if path.is_file() and os.access(path, os.X_OK):
             self.python = str(path)
         elif path.is_dir():
-            self.env = {"PYTHONPATH": os.pathsep.join(p for p in (str(path.resolve()), os.environ.get("PYTHONPATH"))
-                                                      if p)}
+            self.env = {
+                "PYTHONPATH": os.pathsep.join(p for p in (str(path.resolve()), os.environ.get("PYTHONPATH")) if p)
+            }
         else:
             what = "a file, not executable" if path.is_file() else "no such file or directory"
-            raise ValueError(f"installation {self.spec!r} ({self.label}): {what}; expected a python executable, "
-                             "a venv or a directory")
+            raise ValueError(
+                f"installation {self.spec!r} ({self.label}): {what}; expected a python executable, "
+                "a venv or a directory"
+            )
 
     def pytest(self, args: list[str], log: Path) -> subprocess.Popen:
         """Start `pytest fuzz/ ARGS` on this installation, its output into `log`."""
         with open(log, "w") as out:
-            return subprocess.Popen([self.python, "-m", "pytest", str(SUITES), *args], cwd=SUITES.parent, stdout=out,
-                                    stderr=subprocess.STDOUT, env={**os.environ, **self.env, **self.caches()},
-                                    start_new_session=True)  # its own process group: a kill reaches its workers
+            return subprocess.Popen(
+                [self.python, "-m", "pytest", str(SUITES), *args],
+                cwd=SUITES.parent,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env, **self.caches()},
+                start_new_session=True,
+            )  # its own process group: a kill reaches its workers
 
     def libraries(self, families: list[str], overrides: dict[str, str]) -> dict | None:
         """Per family: where this installation loads it from, {"version", "where", "override"}, or {"why"} it does
         not load (the targets' own reason); None when the interpreter could not even say (the run reports that)."""
-        probe = subprocess.run([self.python, "-c", f"from {__name__} import probe; probe()", json.dumps(
-            {"families": families, "overrides": overrides})], cwd=SUITES.parent, capture_output=True, text=True,
-            env={**os.environ, **self.env}, timeout=600)
+        probe = subprocess.run(
+            [
+                self.python,
+                "-c",
+                f"from {__name__} import probe; probe()",
+                json.dumps({"families": families, "overrides": overrides}),
+            ],
+            cwd=SUITES.parent,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **self.env},
+            timeout=600,
+        )
         try:
             return json.loads(probe.stdout.strip().splitlines()[-1]) if probe.returncode == 0 else None
         except (ValueError, IndexError):
@@ -75,8 +94,10 @@ def parse(spec: str) -> Installation:
     if not path:
         raise ValueError(f"installation {spec!r}: expected [LABEL=]PYTHON_OR_DIR")
     if not re.fullmatch(r"[\w.+-]+", label) or label in (".", ".."):
-        raise ValueError(f"installation {spec!r}: label {label!r} is not a plain name (letters, digits, . _ + -); "
-                         "give one as LABEL=PATH")
+        raise ValueError(
+            f"installation {spec!r}: label {label!r} is not a plain name (letters, digits, . _ + -); "
+            "give one as LABEL=PATH"
+        )
     return Installation(label, path)
 
 
@@ -92,10 +113,18 @@ def probe() -> None:
             try:
                 family.api()
                 spec = None if family.override else importlib.util.find_spec(name)  # the top-level package: its files
-                where = "" if spec is None else Path(spec.origin).parent if spec.origin else Path(
-                    next(iter(spec.submodule_search_locations or ()), ""))  # a namespace package: its directory
-                found[name] = {"version": family.version(), "where": str(where and Path(where).resolve()),
-                               "override": family.override}
+                where = (
+                    ""
+                    if spec is None
+                    else Path(spec.origin).parent
+                    if spec.origin
+                    else Path(next(iter(spec.submodule_search_locations or ()), ""))
+                )  # a namespace package: its directory
+                found[name] = {
+                    "version": family.version(),
+                    "where": str(where and Path(where).resolve()),
+                    "override": family.override,
+                }
             except Exception as e:  # noqa: BLE001 - the family's own reason, reported by the gate
                 found[name] = {"why": str(e).splitlines()[0] if str(e) else type(e).__name__}
         print(json.dumps(found))
@@ -105,4 +134,3 @@ def _name(path: Path) -> str:
     if path.name.startswith("python") and path.parent.name == "bin":
         path = path.parent.parent
     return path.name or path.resolve().name
-

@@ -9,6 +9,7 @@ share its directory; nothing in either names the directory's own path, so a CI c
 and --gdn-isolate workers inherit the environment; a campaign's installations each get a subdirectory of their own
 (fuzz.run.installation.cache_env). A variable the user set already is kept as it is.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -46,8 +47,13 @@ class KernelCache:
     def describe(self) -> str:
         """One line for the targets table."""
         kept = f"; kept as set: {', '.join(self.kept)}" if self.kept else ""
-        return f"kernel cache {self.root}: " + ", ".join(
-            f"{Path(path).name if var not in self.kept else path}" for var, path in self.directories.items()) + kept
+        return (
+            f"kernel cache {self.root}: "
+            + ", ".join(
+                f"{Path(path).name if var not in self.kept else path}" for var, path in self.directories.items()
+            )
+            + kept
+        )
 
 
 def configure(root: str | os.PathLike | None, environ=os.environ) -> KernelCache:
@@ -103,8 +109,7 @@ def _place(source: Path, target: Path) -> None:
 
 def private_workspace(shared: str | os.PathLike) -> Path:
     """A new workspace under `shared` holding links to every compiled object `shared` has."""
-    private = Path(tempfile.mkdtemp(prefix="w", dir=Path(shared) / PRIVATE if _mkdir(Path(shared) / PRIVATE)
-                                    else None))
+    private = Path(tempfile.mkdtemp(prefix="w", dir=Path(shared) / PRIVATE if _mkdir(Path(shared) / PRIVATE) else None))
     for relative, path in _entries(Path(shared)):
         _place(path, private / relative)
     return private
@@ -147,7 +152,7 @@ class BuildLog:
                 data = f.read()
         except OSError:
             return 0.0
-        complete = data[:data.rfind(b"\n") + 1]
+        complete = data[: data.rfind(b"\n") + 1]
         self._offset += len(complete)
         seconds = 0.0
         for line in complete.splitlines():
@@ -174,5 +179,14 @@ def _mkdir(path: Path) -> bool:
         return False
 
 
-__all__ = ["BUILD_LOG", "CACHES", "BuildLog", "KernelCache", "configure", "default_root", "private_workspace",
-           "publish", "split_compile"]
+__all__ = [
+    "BUILD_LOG",
+    "CACHES",
+    "BuildLog",
+    "KernelCache",
+    "configure",
+    "default_root",
+    "private_workspace",
+    "publish",
+    "split_compile",
+]

@@ -15,6 +15,7 @@ there is one slot.
 Under --gdn-isolate the wait for the lock counts toward --gdn-timeout: a heavy check takes seconds on a GPU, so a
 few workers queueing stay far below the default 120 s.
 """
+
 from __future__ import annotations
 
 import fcntl

@@ -6,6 +6,7 @@ distinct failures, failed tests and state, then one line per test in flight with
 second, all within the terminal's width. Otherwise (a CI log, a pipe) lines: one per finished test, and one every
 `PLAIN_EVERY` seconds per test still running.
 """
+
 from __future__ import annotations
 
 import json
@@ -143,7 +144,9 @@ def short(nodeid: str, room: int | None = None) -> str:
     keep = room - len(function) - 2  # of the parameter id and its "]", beside "[" and "…"
     if not bracket:
         return name
-    return f"{function}[…]" if keep < 4 else f"{function}[{param[:keep // 2]}…{param[len(param) - (keep - keep // 2):]}"
+    return (
+        f"{function}[…]" if keep < 4 else f"{function}[{param[: keep // 2]}…{param[len(param) - (keep - keep // 2) :]}"
+    )
 
 
 def in_flight(prefix: str, test: str, flight: InFlight, width: int) -> str:
@@ -196,8 +199,11 @@ class Progress:
             for test, flight in watch.running.items() if self._live is None else ():
                 if now - self._told.setdefault((watch.name, test), now) >= PLAIN_EVERY:
                     self._told[watch.name, test] = now
-                    print(in_flight(f"{self._head(watch, len(watch.finished))} running ", test, flight, 80),
-                          file=self.stream, flush=True)
+                    print(
+                        in_flight(f"{self._head(watch, len(watch.finished))} running ", test, flight, 80),
+                        file=self.stream,
+                        flush=True,
+                    )
         if self._live is not None:
             self._live.update(self.table(self._live.console.width), refresh=True)
 
@@ -221,8 +227,13 @@ class Progress:
         table = Table(box=None, header_style="bold", pad_edge=False, width=width)
         widths = {"tests": 16}  # "━━━━━━━━━━ 12/345"
         for column in ("run", "elapsed", "tests", "examples", "failures", "failed", "state"):
-            table.add_column(column, justify="left" if column in ("run", "tests", "state") else "right",
-                             no_wrap=True, overflow="ellipsis", min_width=max(len(column), widths.get(column, 0)))
+            table.add_column(
+                column,
+                justify="left" if column in ("run", "tests", "state") else "right",
+                no_wrap=True,
+                overflow="ellipsis",
+                min_width=max(len(column), widths.get(column, 0)),
+            )
         flights = []
         for w in self.watches:
             if w.started is None:
@@ -231,11 +242,19 @@ class Progress:
             done, total = len(w.finished), w.total
             state = f"exit {w.exit}" if w.exit is not None else "[dim]collecting[/]" if total is None else "running"
             bar = _bar(done / total) + " " if total else ""
-            table.add_row(w.name, _clock(w.elapsed()), f"{bar}{done}/{total or '?'}",
-                          str(w.examples), f"[red]{w.failures}[/]" if w.failures else "0",
-                          f"[red]{w.failed_tests}[/]" if w.failed_tests else "0", state)
-            flights += [Text(in_flight(f"{w.name}: ", test, flight, width), no_wrap=True, overflow="ellipsis")
-                        for test, flight in w.running.items()]
+            table.add_row(
+                w.name,
+                _clock(w.elapsed()),
+                f"{bar}{done}/{total or '?'}",
+                str(w.examples),
+                f"[red]{w.failures}[/]" if w.failures else "0",
+                f"[red]{w.failed_tests}[/]" if w.failed_tests else "0",
+                state,
+            )
+            flights += [
+                Text(in_flight(f"{w.name}: ", test, flight, width), no_wrap=True, overflow="ellipsis")
+                for test, flight in w.running.items()
+            ]
         return Group(table, *flights)
 
 

@@ -17,6 +17,7 @@ Invariants, first:
 Candidates, simplest win first: drop one request; fewer tokens; smaller slot numbers; a smaller pool and intermediate
 buffer; the plain value of each optional feature; fewer heads.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -64,15 +65,20 @@ def _fewer_requests(case: Case) -> Iterator[dict]:
         return
     for i in range(case.B):
         seqlens = _without(case.seqlens, i)
-        changes = {"read_slots": _without(case.read_slots, i), "write_slots": _without(case.write_slots, i),
-                   "token_slots": _without(case.token_slots, i), "inter_index": _without(case.inter_index, i),
-                   "seqlens": seqlens, "T": max(seqlens) if case.op == "prefill" else case.T}
+        changes = {
+            "read_slots": _without(case.read_slots, i),
+            "write_slots": _without(case.write_slots, i),
+            "token_slots": _without(case.token_slots, i),
+            "inter_index": _without(case.inter_index, i),
+            "seqlens": seqlens,
+            "T": max(seqlens) if case.op == "prefill" else case.T,
+        }
         for rows in (case.inter_rows - 1, case.inter_rows) if case.inter_rows else (0,):
             yield {**changes, "inter_rows": rows}
 
 
 def _without(xs: tuple | None, i: int) -> tuple | None:
-    return None if xs is None else xs[:i] + xs[i + 1:]
+    return None if xs is None else xs[:i] + xs[i + 1 :]
 
 
 def _fewer_tokens(case: Case) -> Iterator[dict]:
@@ -84,7 +90,7 @@ def _fewer_tokens(case: Case) -> Iterator[dict]:
     elif case.op == "prefill":
         for i, n in enumerate(case.seqlens):
             for m in _smaller(n, 1):
-                seqlens = case.seqlens[:i] + (m,) + case.seqlens[i + 1:]
+                seqlens = case.seqlens[:i] + (m,) + case.seqlens[i + 1 :]
                 yield {"seqlens": seqlens, "T": max(seqlens)}
 
 
@@ -108,8 +114,11 @@ def _slots(case: Case) -> list[int]:
 
 def _renumbered(case: Case, new: dict[int, int]) -> dict:
     renumber = lambda xs: None if xs is None else tuple(new.get(s, s) for s in xs)
-    return {"read_slots": renumber(case.read_slots), "write_slots": renumber(case.write_slots),
-            "token_slots": None if case.token_slots is None else tuple(map(renumber, case.token_slots))}
+    return {
+        "read_slots": renumber(case.read_slots),
+        "write_slots": renumber(case.write_slots),
+        "token_slots": None if case.token_slots is None else tuple(map(renumber, case.token_slots)),
+    }
 
 
 def _smaller_buffers(case: Case) -> Iterator[dict]:

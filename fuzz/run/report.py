@@ -6,6 +6,7 @@ JSON (schema 2): {"schema", "profile", "device", "environment", "targets": {name
 "origin", "examples": {op: n}, "distinct": {op: n}}}, "tests": {nodeid: {...}}, "failures": [...], "errors": [...],
 "records": [...]}.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,16 +72,35 @@ class ExampleRecord:
 
     def to_json(self) -> dict:
         case = self.case
-        return {"test": self.test, "target": self.target, "op": self.op, "case": repr(case), "T": case.T,
-                "state_dtype": case.state_dtype, "input_dtype": case.input_dtype, "bucket": self.bucket,
-                "outcome": self.outcome, "stage": self.stage, "ratios": dict(self.ratios),
-                "seconds": round(self.seconds, 4)}
+        return {
+            "test": self.test,
+            "target": self.target,
+            "op": self.op,
+            "case": repr(case),
+            "T": case.T,
+            "state_dtype": case.state_dtype,
+            "input_dtype": case.input_dtype,
+            "bucket": self.bucket,
+            "outcome": self.outcome,
+            "stage": self.stage,
+            "ratios": dict(self.ratios),
+            "seconds": round(self.seconds, 4),
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> ExampleRecord:
         """T, state_dtype and input_dtype (absent in reports written before it) are the case's own."""
-        return cls(d["test"], d["target"], d["op"], Case.parse(d["case"]), d["bucket"], d["outcome"], d["stage"],
-                   d["ratios"], d["seconds"])
+        return cls(
+            d["test"],
+            d["target"],
+            d["op"],
+            Case.parse(d["case"]),
+            d["bucket"],
+            d["outcome"],
+            d["stage"],
+            d["ratios"],
+            d["seconds"],
+        )
 
 
 @dataclass
@@ -101,21 +121,50 @@ class FailureRecord:
 
     def to_json(self) -> dict:
         f = self.failure
-        return {"test": self.test, "target": self.target, "key": f.key.to_json(), "kind": f.kind, "case": repr(f.case),
-                "detail": f.detail, "cause": f.cause, "bucket": f.bucket, "notes": list(f.notes),
-                "first_hit_seconds": round(self.first_hit_seconds, 3), "examples_before": self.examples_before,
-                "hits": self.hits, "minimal": self.minimal, "reproduced_on_rerun": self.reproduced_on_rerun,
-                "corpus": self.corpus, "attribution": f.attribution.to_json() if f.attribution else None,
-                "before": [repr(c) for c in f.before]}
+        return {
+            "test": self.test,
+            "target": self.target,
+            "key": f.key.to_json(),
+            "kind": f.kind,
+            "case": repr(f.case),
+            "detail": f.detail,
+            "cause": f.cause,
+            "bucket": f.bucket,
+            "notes": list(f.notes),
+            "first_hit_seconds": round(self.first_hit_seconds, 3),
+            "examples_before": self.examples_before,
+            "hits": self.hits,
+            "minimal": self.minimal,
+            "reproduced_on_rerun": self.reproduced_on_rerun,
+            "corpus": self.corpus,
+            "attribution": f.attribution.to_json() if f.attribution else None,
+            "before": [repr(c) for c in f.before],
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> FailureRecord:
         crash = d.get("attribution")  # absent in reports written before crashes were attributed
-        failure = Failure(d["kind"], Case.parse(d["case"]), d["detail"], d["cause"], d["bucket"], tuple(d["notes"]),
-                          CrashAttribution.from_json(crash) if crash else None,
-                          tuple(Case.parse(c) for c in d.get("before", ())))  # absent before sequences were kept
-        return cls(d["test"], d["target"], failure, d["first_hit_seconds"], d["examples_before"], d["hits"],
-                   d["minimal"], d["reproduced_on_rerun"], d["corpus"])
+        failure = Failure(
+            d["kind"],
+            Case.parse(d["case"]),
+            d["detail"],
+            d["cause"],
+            d["bucket"],
+            tuple(d["notes"]),
+            CrashAttribution.from_json(crash) if crash else None,
+            tuple(Case.parse(c) for c in d.get("before", ())),
+        )  # absent before sequences were kept
+        return cls(
+            d["test"],
+            d["target"],
+            failure,
+            d["first_hit_seconds"],
+            d["examples_before"],
+            d["hits"],
+            d["minimal"],
+            d["reproduced_on_rerun"],
+            d["corpus"],
+        )
 
 
 @dataclass(frozen=True)
@@ -147,16 +196,34 @@ class FinishedTest:
         return f" (stopped by the profile's {self.bound:g} s bound)" if self.bound else " (stopped by its time bound)"
 
     def to_json(self) -> dict:
-        return {"target": self.target, "op": self.op, "rounds": self.rounds, "checked": self.checked,
-                **({} if self.calls is None else {"calls": self.calls}), "seconds": self.seconds, "box": self.box,
-                "bound": self.bound, "boxed": self.boxed, "failures": [key.to_json() for key in self.failures]}
+        return {
+            "target": self.target,
+            "op": self.op,
+            "rounds": self.rounds,
+            "checked": self.checked,
+            **({} if self.calls is None else {"calls": self.calls}),
+            "seconds": self.seconds,
+            "box": self.box,
+            "bound": self.bound,
+            "boxed": self.boxed,
+            "failures": [key.to_json() for key in self.failures],
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> FinishedTest:
         """Reports written before a field was kept lack it: its default (bound: before profile bounds)."""
-        return cls(d["target"], d["op"], d.get("rounds", 0), d.get("checked", 0), d.get("seconds", 0.0), d.get("box"),
-                   d.get("bound"), d.get("boxed", False), tuple(map(FailureKey.from_json, d.get("failures", ()))),
-                   d.get("calls"))
+        return cls(
+            d["target"],
+            d["op"],
+            d.get("rounds", 0),
+            d.get("checked", 0),
+            d.get("seconds", 0.0),
+            d.get("box"),
+            d.get("bound"),
+            d.get("boxed", False),
+            tuple(map(FailureKey.from_json, d.get("failures", ()))),
+            d.get("calls"),
+        )
 
 
 @dataclass(frozen=True)
@@ -177,8 +244,13 @@ class LoggedFailure:
         return self.key.kind
 
     def to_json(self) -> dict:
-        return {"target": self.target, "kind": self.kind, "case": repr(self.case), "key": self.key.to_json(),
-                "detail": self.detail}
+        return {
+            "target": self.target,
+            "kind": self.kind,
+            "case": repr(self.case),
+            "key": self.key.to_json(),
+            "detail": self.detail,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> LoggedFailure:
@@ -216,8 +288,19 @@ class RunReport:
         self.distinct[key].add(repr(result.case))
         for name, s in result.phases.items():
             self.phases[result.target][name] += s
-        self.records.append(ExampleRecord(test, result.target, op, result.case, result.bucket, result.outcome, stage,
-                                          {c.kind: c.ratio for c in result.comparisons}, seconds))
+        self.records.append(
+            ExampleRecord(
+                test,
+                result.target,
+                op,
+                result.case,
+                result.bucket,
+                result.outcome,
+                stage,
+                {c.kind: c.ratio for c in result.comparisons},
+                seconds,
+            )
+        )
 
     def add_failure(self, record: FailureRecord) -> None:
         self.failures.append(record)
@@ -234,8 +317,11 @@ class RunReport:
         """A target as the JSON holds it: its record ("unavailable", "version", "origin", ...) with its examples and
         distinct cases per operation."""
         examples = self.examples_of(name)
-        return {**self.targets[name], "examples": examples,
-                "distinct": {op: len(self.distinct[(name, op)]) for op in examples}}
+        return {
+            **self.targets[name],
+            "examples": examples,
+            "distinct": {op: len(self.distinct[(name, op)]) for op in examples},
+        }
 
     def summary_lines(self) -> list[str]:
         lines = [f"gdn-fuzz profile '{self.profile}' on {self.device}:"]
@@ -244,43 +330,71 @@ class RunReport:
             if t["unavailable"]:
                 lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
                 continue
-            runs = [f"{op} {n} ({len(self.distinct[(name, op)])} distinct)"
-                    + "".join(dict.fromkeys(info.stopped for info in self.tests.values()  # each reason once
-                                            if info.target == name and info.op == op and info.boxed))
-                    for (tn, op), n in sorted(self.examples.items()) if tn == name]
-            lines.append(f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
-                         f"{', '.join(runs) or 'no examples (not selected)'}")
+            runs = [
+                f"{op} {n} ({len(self.distinct[(name, op)])} distinct)"
+                + "".join(
+                    dict.fromkeys(
+                        info.stopped
+                        for info in self.tests.values()  # each reason once
+                        if info.target == name and info.op == op and info.boxed
+                    )
+                )
+                for (tn, op), n in sorted(self.examples.items())
+                if tn == name
+            ]
+            lines.append(
+                f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
+                f"{', '.join(runs) or 'no examples (not selected)'}"
+            )
             lines += [f"  {name:34s} UNAVAILABLE for {op}: {why}" for op, why in sorted(t.get("ops_off", {}).items())]
             lines += [f"  {name:34s} large pools, {op}: {why}" for op, why in sorted(t.get("large_off", {}).items())]
         if self.isolation:
             s = self.isolation
             per = f", {s['start_seconds'] / s['starts']:.2f} s per start" if s["starts"] else ""
             per += f", {s['first_seconds'] / s['firsts']:.2f} s from start to first example" if s["firsts"] else ""
-            lines.append(f"  isolated in worker processes: {s['calls']} calls, {s['starts']} starts ({s['restarts']} "
-                         f"restarts{per}), {s['crashes']} crashes, {s['hangs']} hangs")
+            lines.append(
+                f"  isolated in worker processes: {s['calls']} calls, {s['starts']} starts ({s['restarts']} "
+                f"restarts{per}), {s['crashes']} crashes, {s['hangs']} hangs"
+            )
         if unjudged := Counter(r.target for r in self.records if r.outcome == "unjudged"):
-            lines.append("  not judged (the device ran out of memory; no verdict, not a finding): "
-                         + ", ".join(f"{name} {n}" for name, n in sorted(unjudged.items())))
+            lines.append(
+                "  not judged (the device ran out of memory; no verdict, not a finding): "
+                + ", ".join(f"{name} {n}" for name, n in sorted(unjudged.items()))
+            )
         if self.failures:
             lines.append(f"  {len(self.failures)} distinct failure(s):")
             for f in self.failures:
                 state = "minimal" if f.minimal else "NOT minimal (shrink cut off)"
-                alone = "; did NOT reproduce when re-run: depends on earlier calls" if f.reproduced_on_rerun is False \
+                alone = (
+                    "; did NOT reproduce when re-run: depends on earlier calls"
+                    if f.reproduced_on_rerun is False
                     else ""
-                lines.append(f"    {f.failure.kind} on {f.target} ({state}, first hit after "
-                             f"{f.first_hit_seconds:.1f} s, "
-                             f"{f.hits} hit(s){alone}): {f.failure.message.splitlines()[0][:300]}")
+                )
+                lines.append(
+                    f"    {f.failure.kind} on {f.target} ({state}, first hit after "
+                    f"{f.first_hit_seconds:.1f} s, "
+                    f"{f.hits} hit(s){alone}): {f.failure.message.splitlines()[0][:300]}"
+                )
         return lines
 
     # ---- JSON ------------------------------------------------------------------------------------------------
     def to_json(self) -> dict:
-        return {"schema": SCHEMA, "profile": self.profile, "device": self.device, "environment": self.environment,
-                "targets": {name: self.target_summary(name) for name in self.targets},
-                "tests": {test: info.to_json() for test, info in self.tests.items()},
-                "failures": [f.to_json() for f in self.failures], "errors": [e.to_json() for e in self.errors],
-                "records": [r.to_json() for r in self.records], "isolation": dict(self.isolation),
-                "phases": {t: dict(p) for t, p in self.phases.items()}, "kernel_cache": self.kernel_cache,
-                "warm": self.warm, "time_box": self.time_box}
+        return {
+            "schema": SCHEMA,
+            "profile": self.profile,
+            "device": self.device,
+            "environment": self.environment,
+            "targets": {name: self.target_summary(name) for name in self.targets},
+            "tests": {test: info.to_json() for test, info in self.tests.items()},
+            "failures": [f.to_json() for f in self.failures],
+            "errors": [e.to_json() for e in self.errors],
+            "records": [r.to_json() for r in self.records],
+            "isolation": dict(self.isolation),
+            "phases": {t: dict(p) for t, p in self.phases.items()},
+            "kernel_cache": self.kernel_cache,
+            "warm": self.warm,
+            "time_box": self.time_box,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> RunReport:
@@ -331,8 +445,9 @@ def parts(path: str | Path) -> dict[str, Path]:
     return {p.suffix.removeprefix("."): p for p in sorted(path.parent.glob(f"{path.name}.gw*"))}
 
 
-def merge_parts(report: RunReport, path: str | Path, skip: set[str] = frozenset(),
-                errors: bool = True) -> dict[str, Path]:
+def merge_parts(
+    report: RunReport, path: str | Path, skip: set[str] = frozenset(), errors: bool = True
+) -> dict[str, Path]:
     """Merge into `report` the parts of the workers not in `skip` (errors=False: without their failed-test errors,
     which a controller has already seen); return every part found, by worker id."""
     found = parts(path)
@@ -357,4 +472,3 @@ def load(path: str | Path) -> RunReport | None:
     first = RunReport.from_json(json.loads(next(iter(found.values())).read_text()))
     merge_parts(first, path, skip={next(iter(found))})
     return first
-

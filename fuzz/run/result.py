@@ -1,6 +1,7 @@
 """The result of one differential check, as one typed value: what ran, what was compared, what broke, and where the
 time went. `fuzz.run.harness.check` returns it, an isolated worker ships it back as it is (it pickles), and the
 session, the report, the corpus writer and the gate read it; nothing travels through module globals or messages."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
@@ -97,8 +98,9 @@ class Failure:
         return error
 
     @classmethod
-    def from_exception(cls, error: GdnFailure, bucket: str, notes: tuple[str, ...] = (),
-                       attribution: CrashAttribution | None = None) -> Failure:
+    def from_exception(
+        cls, error: GdnFailure, bucket: str, notes: tuple[str, ...] = (), attribution: CrashAttribution | None = None
+    ) -> Failure:
         kind = next(k for k in type(error).__mro__ if k.__name__ in KINDS).__name__
         return cls(kind, error.case, error.detail, error.cause, bucket, notes, attribution)
 

@@ -12,6 +12,7 @@ child is restarted at the next case.
 
 `pytest --gdn-sanitize` runs this on each shrunk KernelCrash / GuardBreach and attaches the report.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,19 +54,34 @@ def sanitizer_command(executable: str = SANITIZER) -> list[str]:
     return [*exe, "--tool", "memcheck", "--report-api-errors", "no", "--print-limit", "20"]
 
 
-def sanitize(target: str, cases: list[Case], device: str = "cuda", overrides: dict | None = None,
-             timeout: float = 900.0, executable: str = SANITIZER) -> list[SanitizerResult]:
+def sanitize(
+    target: str,
+    cases: list[Case],
+    device: str = "cuda",
+    overrides: dict | None = None,
+    timeout: float = 900.0,
+    executable: str = SANITIZER,
+) -> list[SanitizerResult]:
     """Run cases under memcheck; one result per case, in order, for as many as finish within `timeout` seconds
     (a case cut off by the timeout is not reported: it neither passed nor failed)."""
     results: list[SanitizerResult] = []
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
     deadline = time.monotonic() + timeout
     while len(results) < len(cases) and time.monotonic() < deadline:
-        todo = cases[len(results):]
+        todo = cases[len(results) :]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump([repr(c) for c in todo], f)
-        cmd = [*sanitizer_command(executable), sys.executable, "-m", "fuzz.run.sanitize", "--child", target, f.name,
-               device, json.dumps(overrides or {})]
+        cmd = [
+            *sanitizer_command(executable),
+            sys.executable,
+            "-m",
+            "fuzz.run.sanitize",
+            "--child",
+            target,
+            f.name,
+            device,
+            json.dumps(overrides or {}),
+        ]
         text, timed_out = _run_group(cmd, env, deadline - time.monotonic())
         os.unlink(f.name)
         batch = _attribute(text, todo)
@@ -81,8 +97,9 @@ def sanitize(target: str, cases: list[Case], device: str = "cuda", overrides: di
 def _run_group(cmd: list[str], env: dict, timeout: float) -> tuple[str, bool]:
     """(stdout + stderr, timed out). The sanitizer and its Python child share a new process group, so a timeout
     kills both (killing the sanitizer alone leaves the child holding the GPU)."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         return proc.communicate(timeout=max(timeout, 1.0))[0], False
     except subprocess.TimeoutExpired:
@@ -101,7 +118,8 @@ def sanitize_records(target, records, device: str) -> None:
         if record.failure.kind in SANITIZED:
             r = sanitize(target.name, [record.failure.case], device, current_overrides())[0]
             record.failure = record.failure.with_notes(
-                f"compute-sanitizer memcheck: {r.errors} errors; outcome under the sanitizer: {r.outcome}\n{r.report}")
+                f"compute-sanitizer memcheck: {r.errors} errors; outcome under the sanitizer: {r.outcome}\n{r.report}"
+            )
 
 
 def _attribute(text: str, cases: list[Case]) -> list[SanitizerResult]:

@@ -34,6 +34,7 @@ reported as a StaleCompile with no earlier call in its own.
 fuzz.suite.serving runs the state machine as a test (rounds, time box, run report): its ServingTest keeps a run's
 `Accounts`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -103,8 +104,13 @@ def _window(pool: Guarded, capacity: int) -> Guarded:
     (slots past the view and the allocation's guards are checked on the allocation), its gaps guarded, its record
     the allocation's."""
     lead = pool.lead
-    return Guarded(pool.full[lead:lead + capacity], pool.view[:capacity], 0, kept_rows=pool.kept_rows[:capacity],
-                   kept=pool.kept[:capacity])
+    return Guarded(
+        pool.full[lead : lead + capacity],
+        pool.view[:capacity],
+        0,
+        kept_rows=pool.kept_rows[:capacity],
+        kept=pool.kept[:capacity],
+    )
 
 
 def _footprint(case, sem) -> set[int]:
@@ -169,8 +175,14 @@ class ServingRun:
     the end, so what an example draws never depends on what was checked (the time box, a failure an earlier round
     reported): Hypothesis requires the same choices to draw the same way every time."""
 
-    def __init__(self, target: Target, device: str, test: Accounts | None = None, start: Guarded | None = None,
-                 alone: Alone | None = None):
+    def __init__(
+        self,
+        target: Target,
+        device: str,
+        test: Accounts | None = None,
+        start: Guarded | None = None,
+        alone: Alone | None = None,
+    ):
         self.target, self.device, self.test = target, device, test
         self.sem = target.semantics()
         self.fresh: bool | None = None  # whether the library was reset (None: no call ran yet)
@@ -206,8 +218,9 @@ class ServingRun:
         for text in result.events if _build_context() else ():
             hypothesis.event(text)
         if result.failure is not None:
-            failure = dataclasses.replace(result.failure.with_notes(sequence_note(self.steps)),
-                                          before=tuple(s.case for s in self.steps[:-1]))
+            failure = dataclasses.replace(
+                result.failure.with_notes(sequence_note(self.steps)), before=tuple(s.case for s in self.steps[:-1])
+            )
             self.failed = (failure, tuple(self.steps), reproduced)
             self.raises = test is None or test.hit(*self.failed)
         return result
@@ -221,13 +234,21 @@ class ServingRun:
             return failure, True
         earlier = len(self.steps) - 1
         kind = StateLeak if stage == "footprint" else StaleCompile
-        after = (f"after {earlier} earlier call(s)" if earlier else
-                 "with no earlier call in this sequence: the library's caches kept a kernel from an earlier example")
+        after = (
+            f"after {earlier} earlier call(s)"
+            if earlier
+            else "with no earlier call in this sequence: the library's caches kept a kernel from an earlier example"
+        )
         changed, what = changed_from(self.steps) if kind is StaleCompile else ("", "")
-        return Failure(kind.__name__, failure.case, f"call {len(self.steps)} fails {after} ({failure.kind}: "
-                       f"{failure.detail}); {how} it passes{changed}",
-                       f"{failure.kind} after {f'a call that differed in {what}' if what else 'earlier calls'}, "
-                       f"not alone: {failure.cause}", failure.bucket, failure.notes), False
+        return Failure(
+            kind.__name__,
+            failure.case,
+            f"call {len(self.steps)} fails {after} ({failure.kind}: {failure.detail}); {how} it passes{changed}",
+            f"{failure.kind} after {f'a call that differed in {what}' if what else 'earlier calls'}, "
+            f"not alone: {failure.cause}",
+            failure.bucket,
+            failure.notes,
+        ), False
 
     # ---- one call, judged ----------------------------------------------------------------------------------------
     def execute(self, step: Step) -> tuple[CheckResult, str]:
@@ -237,12 +258,18 @@ class ServingRun:
             self.fresh = fresh_library(target)
         try:
             if self.pool is not None and (slots := _changed(self.pool)):
-                raise StateLeak(case, f"before call {len(self.steps)}, pool slot {slots[0]} no longer holds what the "
-                                "calls before it left there", cause="pool slot changed between calls")
+                raise StateLeak(
+                    case,
+                    f"before call {len(self.steps)}, pool slot {slots[0]} no longer holds what the "
+                    "calls before it left there",
+                    cause="pool slot changed between calls",
+                )
             with run.phase("tensors"):
                 t = self._tensors(step)
-            run.events.append(f"serving pool: {'reallocated' if step.realloc else 'view'}, "
-                              f"output {'given' if case.output_given else 'None'}")
+            run.events.append(
+                f"serving pool: {'reallocated' if step.realloc else 'view'}, "
+                f"output {'given' if case.output_given else 'None'}"
+            )
             with run.phase("oracle"):
                 want = expected(case, t, self.sem)
             stage = "call"
@@ -259,8 +286,15 @@ class ServingRun:
             _remember(self.pool)
         except GdnFailure as error:
             failure = Failure.from_exception(error, failure_bucket(target, case), _notes(error))
-        return CheckResult(target.name, case, dispatch_bucket(target, case), failure, tuple(run.compared),
-                           run.phases, tuple(run.events)), stage
+        return CheckResult(
+            target.name,
+            case,
+            dispatch_bucket(target, case),
+            failure,
+            tuple(run.compared),
+            run.phases,
+            tuple(run.events),
+        ), stage
 
     def _tensors(self, step: Step) -> Tensors:
         case = step.case
@@ -282,41 +316,63 @@ class ServingRun:
     def _check_aliasing(self, case, t: Tensors, got) -> None:
         n = len(self.steps)
         if isinstance(got, torch.Tensor) and not (case.output_given and _overlap(got, t.output.full)):
-            inputs = [(f"input {f.name}", x) for f in dataclasses.fields(t)
-                      if isinstance(x := getattr(t, f.name), torch.Tensor)]
-            regions = [*inputs, ("the state pool", self.pool.full),
-                       *([("the intermediate-state buffer", t.inter.full)] if t.inter is not None else []),
-                       *((f"the output of call {h.call}", h.tensor) for h in self.held)]
+            inputs = [
+                (f"input {f.name}", x)
+                for f in dataclasses.fields(t)
+                if isinstance(x := getattr(t, f.name), torch.Tensor)
+            ]
+            regions = [
+                *inputs,
+                ("the state pool", self.pool.full),
+                *([("the intermediate-state buffer", t.inter.full)] if t.inter is not None else []),
+                *((f"the output of call {h.call}", h.tensor) for h in self.held),
+            ]
             for what, x in regions:
                 if _overlap(got, x):
-                    raise OutputAliased(case, f"the output call {n} returned shares memory with {what}",
-                                        cause=f"returned output shares memory with {normalized(what)}")
+                    raise OutputAliased(
+                        case,
+                        f"the output call {n} returned shares memory with {what}",
+                        cause=f"returned output shares memory with {normalized(what)}",
+                    )
         for h in self.held:
             if not torch.equal(bits(h.tensor), h.bits):
-                raise OutputAliased(case, f"the output of call {h.call} changed during call {n}",
-                                    cause="an earlier call's output changed")
+                raise OutputAliased(
+                    case,
+                    f"the output of call {h.call} changed during call {n}",
+                    cause="an earlier call's output changed",
+                )
 
     def _check_footprint(self, case) -> None:
         pool, n = self.pool, len(self.steps)
         if (where := pool.outside_changed()) is not None:
-            raise GuardBreach(case, f"pool written outside its allocation at index {where}",
-                              cause="pool written outside the buffer")
+            raise GuardBreach(
+                case, f"pool written outside its allocation at index {where}", cause="pool written outside the buffer"
+            )
         touched = _footprint(case, self.sem)
         for slot in _changed(pool):
             if slot in touched:
                 continue
             if slot >= case.pool:
-                raise GuardBreach(case, f"call {n} changed pool slot {slot}, past the {case.pool}-slot view it was "
-                                  "given", cause="pool written past the view")
-            raise PoolCorruption(case, f"call {n} changed pool slot {slot}, which no request of it reads or writes "
-                                 f"(its slots: {sorted(touched)})",
-                                 cause="pool slot outside the call's requests changed")
+                raise GuardBreach(
+                    case,
+                    f"call {n} changed pool slot {slot}, past the {case.pool}-slot view it was given",
+                    cause="pool written past the view",
+                )
+            raise PoolCorruption(
+                case,
+                f"call {n} changed pool slot {slot}, which no request of it reads or writes "
+                f"(its slots: {sorted(touched)})",
+                cause="pool slot outside the call's requests changed",
+            )
 
     def _check_returned(self, case, t: Tensors, got) -> None:
         if not (isinstance(got, torch.Tensor) and got.shape == t.output.view.shape and got.dtype in DTYPE_NAMES):
             what = f"{tuple(got.shape)} {got.dtype}" if isinstance(got, torch.Tensor) else type(got).__name__
-            raise OutputMismatch(case, f"the returned output is {what}; expected {tuple(t.output.view.shape)}",
-                                 cause="returned output of the wrong shape or dtype")
+            raise OutputMismatch(
+                case,
+                f"the returned output is {what}; expected {tuple(t.output.view.shape)}",
+                cause="returned output of the wrong shape or dtype",
+            )
 
     def _hold(self, got: torch.Tensor) -> None:
         self.held.append(_Held(len(self.steps), got, bits(got).clone()))
@@ -338,7 +394,7 @@ def shortest(target: Target, device: str, failed: tuple, alone: Alone, go_on=lam
     sequence from which no single call can go (or when `go_on()` says the time is up)."""
     key, i = failed[0].key, 0
     while i < len(failed[1]) - 1 and go_on():
-        trial = replay(target, device, failed[1][:i] + failed[1][i + 1:], alone)
+        trial = replay(target, device, failed[1][:i] + failed[1][i + 1 :], alone)
         if trial is not None and trial[0].key == key:
             failed = trial
         else:
@@ -356,14 +412,18 @@ def changed_from(steps) -> tuple[str, str]:
     when no such call came before."""
     *earlier, last = (s.case for s in steps)
     shape = lambda c: (c.op, 0 if c.op == "prefill" else c.T)
-    differing = [(i, changes) for i, case in enumerate(earlier)
-                 if shape(case) == shape(last) and (changes := compile_changes(case, last))]
+    differing = [
+        (i, changes)
+        for i, case in enumerate(earlier)
+        if shape(case) == shape(last) and (changes := compile_changes(case, last))
+    ]
     if not differing:
         return "", ""
     i, changes = differing[0]
     kind = "prefill" if last.op == "prefill" else f"{last.op} of T{last.T}"
-    which = ("the call before it" if i == len(earlier) - 1 else
-             f"call {i + 1}, the first {kind} with other values of them,")
+    which = (
+        "the call before it" if i == len(earlier) - 1 else f"call {i + 1}, the first {kind} with other values of them,"
+    )
     values = ", ".join(f"{name} {old} -> {new}" for name, old, new in changes)
     if len(changes) == 1:
         return f"; {which} differed only in {values}", changes[0][0]
@@ -372,7 +432,8 @@ def changed_from(steps) -> tuple[str, str]:
 
 def sequence_note(steps) -> str:
     return "the calls, one coordinate each (fuzz.generate.serving.Step.parse), the last one failing:\n" + "\n".join(
-        f"  {i}. {s!r}" for i, s in enumerate(steps, 1))
+        f"  {i}. {s!r}" for i, s in enumerate(steps, 1)
+    )
 
 
 # ---- the call alone --------------------------------------------------------------------------------------------
@@ -412,8 +473,9 @@ class Alone:
     def _in_fresh_process(self, step: Step) -> bool:
         with tempfile.TemporaryDirectory(prefix="gdn-alone-") as tmp:
             worker = Worker(current_overrides(), self.device, self.timeout or DEFAULT_TIMEOUT)
-            worker.env.update(FLASHINFER_WORKSPACE_BASE=os.path.join(tmp, "flashinfer"),
-                              TRITON_CACHE_DIR=os.path.join(tmp, "triton"))
+            worker.env.update(
+                FLASHINFER_WORKSPACE_BASE=os.path.join(tmp, "flashinfer"), TRITON_CACHE_DIR=os.path.join(tmp, "triton")
+            )
             try:
                 return worker.check(self.target, step.case).failure is None
             finally:
@@ -432,5 +494,13 @@ def final_replay() -> bool:
     return bool((context := _build_context()) and context.is_final)
 
 
-__all__ = ["Alone", "ServingRun", "changed_from", "final_replay", "fresh_library", "replay", "sequence_note",
-           "shortest"]
+__all__ = [
+    "Alone",
+    "ServingRun",
+    "changed_from",
+    "final_replay",
+    "fresh_library",
+    "replay",
+    "sequence_note",
+    "shortest",
+]

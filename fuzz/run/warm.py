@@ -12,6 +12,7 @@ It writes what it warmed (per target and operation, the release and a digest of 
 cache directory; a run reads it back (`status`) and says in its targets table whether every bucket it drew from was
 warmed ahead, or which were not.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,7 +47,7 @@ def plan_batches(target, bucket: Bucket, budget: Budget, sup) -> tuple[int, ...]
     H, HV, T = bucket.H, bucket.HV, max(bucket.T, 1)
     least = sup.least_B(H, bucket.T)
     found = {least, budget.max_B}
-    found |= {2 ** i for i in range(budget.max_B.bit_length())}
+    found |= {2**i for i in range(budget.max_B.bit_length())}
     sms = dispatch.num_sms()
     bands = (*WORK_BANDS, 2 * sms, 4 * sms)  # bf16 MTP: tile_v by waves of the grid over the SMs
     found |= {b for w in bands for b in (w // HV, w // HV + 1) if b <= budget.max_B}
@@ -77,12 +78,28 @@ def plan_case(target, op: str, bucket: Bucket, B: int, budget: Budget, sup) -> C
         need = nxt + (1 if bucket.buffer else 0)
         fields.update(pool=max(bucket.capacity, need), read_slots=reads)
     gap = min((g for g in budget.gaps if g), default=0) if bucket.strided else 0
-    return Case(op=op, H=bucket.H, HV=bucket.HV, K=bucket.K, V=bucket.V, T=T, seed=0,
-                seqlens=(T,) * B if op == "prefill" else (), pool_gap=gap,
-                inter_rows=B if bucket.buffer else 0, inter_steps=T + bucket.spare_steps if bucket.buffer else 0,
-                inter_spare_steps=bucket.sliced if bucket.buffer else 0, state_dtype=bucket.state_dtype,
-                input_dtype=bucket.input_dtype, index_dtype=bucket.index_dtype, layout=bucket.layout,
-                l2norm=bucket.l2norm, update=bucket.update, output_given=bucket.output_given, **fields)
+    return Case(
+        op=op,
+        H=bucket.H,
+        HV=bucket.HV,
+        K=bucket.K,
+        V=bucket.V,
+        T=T,
+        seed=0,
+        seqlens=(T,) * B if op == "prefill" else (),
+        pool_gap=gap,
+        inter_rows=B if bucket.buffer else 0,
+        inter_steps=T + bucket.spare_steps if bucket.buffer else 0,
+        inter_spare_steps=bucket.sliced if bucket.buffer else 0,
+        state_dtype=bucket.state_dtype,
+        input_dtype=bucket.input_dtype,
+        index_dtype=bucket.index_dtype,
+        layout=bucket.layout,
+        l2norm=bucket.l2norm,
+        update=bucket.update,
+        output_given=bucket.output_given,
+        **fields,
+    )
 
 
 @dataclass(frozen=True)
@@ -164,16 +181,25 @@ def status(ran: dict, directories, profile: str, budget: Budget, masks: str) -> 
         warmed.update(manifest.get("plans", {}))
         last = manifest.get("last", last)
     by_name = {t.name: t for t in TARGETS}
-    cold = [f"{name} {op}" for name, ops in sorted(ran.items()) if name in by_name for op in sorted(ops)
-            if op in by_name[name].support.ops
-            and warmed.get(manifest_key(profile, masks, name, op)) != plan_digest(by_name[name], op, budget, masks)]
+    cold = [
+        f"{name} {op}"
+        for name, ops in sorted(ran.items())
+        if name in by_name
+        for op in sorted(ops)
+        if op in by_name[name].support.ops
+        and warmed.get(manifest_key(profile, masks, name, op)) != plan_digest(by_name[name], op, budget, masks)
+    ]
     if not ran:
         return "warm-up: no fuzz test ran"
     if not cold:
-        return (f"warm-up: every bucket this run drew from was compiled ahead (gdn-fuzz warm, {last.get('when', '?')},"
-                f" {last.get('cases', '?')} cases in {last.get('seconds', '?')} s)")
-    return (f"warm-up: not compiled ahead for this plan: {', '.join(cold)} (gdn-fuzz warm --profile {profile} "
-            f"--masks {masks} compiles them)")
+        return (
+            f"warm-up: every bucket this run drew from was compiled ahead (gdn-fuzz warm, {last.get('when', '?')},"
+            f" {last.get('cases', '?')} cases in {last.get('seconds', '?')} s)"
+        )
+    return (
+        f"warm-up: not compiled ahead for this plan: {', '.join(cold)} (gdn-fuzz warm --profile {profile} "
+        f"--masks {masks} compiles them)"
+    )
 
 
 def manifest_key(profile: str, masks: str, target: str, op: str) -> str:
@@ -201,8 +227,12 @@ class Progress:
                 self._shown = tenth
                 bar = "#" * (30 * self.done // max(self.total, 1))
                 end = "\r" if sys.stderr.isatty() and self.done < self.total else "\n"
-                print(f"warm [{bar:30s}] {self.done}/{self.total} cases, {time.monotonic() - self.started:.0f} s",
-                      end=end, file=sys.stderr, flush=True)
+                print(
+                    f"warm [{bar:30s}] {self.done}/{self.total} cases, {time.monotonic() - self.started:.0f} s",
+                    end=end,
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def run_units(units: list[Unit], device: str, jobs: int, timeout: float) -> Progress:
@@ -241,5 +271,15 @@ def run_units(units: list[Unit], device: str, jobs: int, timeout: float) -> Prog
     return progress
 
 
-__all__ = ["MANIFEST", "Unit", "manifest_key", "plan_batches", "plan_case", "plan_digest", "run_units", "status",
-           "units_for", "write_manifest"]
+__all__ = [
+    "MANIFEST",
+    "Unit",
+    "manifest_key",
+    "plan_batches",
+    "plan_case",
+    "plan_digest",
+    "run_units",
+    "status",
+    "units_for",
+    "write_manifest",
+]

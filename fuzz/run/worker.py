@@ -31,6 +31,7 @@ every PUBLISH_SECONDS and when it stops (fuzz.run.kernel_cache: FlashInfer compi
 per workspace). Workers are cached per (family overrides, device) and stopped at exit.
 
 """
+
 from __future__ import annotations
 
 import atexit
@@ -57,9 +58,21 @@ DEFAULT_TIMEOUT = 120.0  # seconds per call; the first call on a fresh worker ma
 STARTUP_TIMEOUT = 300.0  # interpreter + torch + the fuzz package (no kernel compiles happen at start-up)
 INHERITED_ENV = ("TRITON_INTERPRET",)  # set in the child before anything imports triton
 # Error text after which a CUDA context is unusable (sticky errors). Out-of-memory is not one of them.
-POISON_MARKERS = ("illegal memory access", "illegal address", "unspecified launch failure", "launch failure",
-                  "device-side assert", "misaligned address", "illegal instruction", "invalid program counter",
-                  "hardware stack error", "uncorrectable ecc", "launch timed out", "cuda_error_", "cudaerror")
+POISON_MARKERS = (
+    "illegal memory access",
+    "illegal address",
+    "unspecified launch failure",
+    "launch failure",
+    "device-side assert",
+    "misaligned address",
+    "illegal instruction",
+    "invalid program counter",
+    "hardware stack error",
+    "uncorrectable ecc",
+    "launch timed out",
+    "cuda_error_",
+    "cudaerror",
+)
 STDERR_LINES = 20  # stderr tail quoted in a crash / hang report
 STAGES = (*PHASES, "health probe")  # where a child can be while it serves a check, published by index
 BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}  # a kernel's error raises in the call that launched it
@@ -99,8 +112,13 @@ class WorkerStats:
 class Worker:
     """One spawned child running `fuzz.run.harness.check` for one (family overrides, device)."""
 
-    def __init__(self, overrides: dict[str, str], device: str, timeout: float = DEFAULT_TIMEOUT,
-                 env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        overrides: dict[str, str],
+        device: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        env: dict[str, str] | None = None,
+    ):
         """env: set in the child on top of INHERITED_ENV (BLOCKING for a crash's attribution)."""
         self.overrides, self.device, self.timeout = dict(overrides), device, timeout
         self.env = {**{k: os.environ[k] for k in INHERITED_ENV if k in os.environ}, **(env or {})}
@@ -145,26 +163,50 @@ class Worker:
         if reply is _TIMEOUT:
             self.stats.hangs += 1
             tail = self._dump_stacks_and_kill()
-            return _crashed(target, case, bucket, KernelHang(
-                case, f"{name} did not return within {self.timeout:g} s; worker killed",
-                cause="no return within the timeout"), f"its stacks at the timeout (stderr):\n{tail}")
+            return _crashed(
+                target,
+                case,
+                bucket,
+                KernelHang(
+                    case,
+                    f"{name} did not return within {self.timeout:g} s; worker killed",
+                    cause="no return within the timeout",
+                ),
+                f"its stacks at the timeout (stderr):\n{tail}",
+            )
         if reply is _DIED:
             self.stats.crashes += 1
             status, phase = self._exit_status(), _stage(self._stage.value)
             self.stop(graceful=False)
-            return _crashed(target, case, bucket, KernelCrash(
-                case, f"{name} killed the worker process {in_phase(phase)} ({status})",
-                cause=f"worker died {in_phase(phase)} ({normalized(status)})"),
-                f"its last stderr lines:\n{self._tail()}", _seen(name, previous, phase))
+            return _crashed(
+                target,
+                case,
+                bucket,
+                KernelCrash(
+                    case,
+                    f"{name} killed the worker process {in_phase(phase)} ({status})",
+                    cause=f"worker died {in_phase(phase)} ({normalized(status)})",
+                ),
+                f"its last stderr lines:\n{self._tail()}",
+                _seen(name, previous, phase),
+            )
         kind, payload, ended, probe = reply
         if kind == "error" and poisoned(payload):  # a CUDA error of the kernel, surfaced outside the call
             self.stats.crashes += 1
             self.stop(graceful=False)
-            return _crashed(target, case, bucket, KernelCrash(
-                case, f"{name}: the CUDA context was poisoned during the check (raised outside the library call, "
-                      f"{in_phase(ended)}: the kernel's error surfaced at a later CUDA call); worker discarded",
-                cause=f"CUDA context poisoned (surfaced outside the call, {in_phase(ended)})"),
-                f"the worker's traceback:\n{payload}", _seen(name, previous, ended))
+            return _crashed(
+                target,
+                case,
+                bucket,
+                KernelCrash(
+                    case,
+                    f"{name}: the CUDA context was poisoned during the check (raised outside the library call, "
+                    f"{in_phase(ended)}: the kernel's error surfaced at a later CUDA call); worker discarded",
+                    cause=f"CUDA context poisoned (surfaced outside the call, {in_phase(ended)})",
+                ),
+                f"the worker's traceback:\n{payload}",
+                _seen(name, previous, ended),
+            )
         if kind == "error":
             raise WorkerError(f"{case!r}: the harness raised in the worker: {payload}")
         result: CheckResult = payload
@@ -173,8 +215,9 @@ class Worker:
             self.stats.first_seconds.append(now - self._began)
             self._began = None
         # the round trip beyond the child's phases: pickling, the pipe, the post-call health probe
-        result = dataclasses.replace(result, phases={**result.phases,
-                                                     "ipc": max(now - sent - sum(result.phases.values()), 0.0)})
+        result = dataclasses.replace(
+            result, phases={**result.phases, "ipc": max(now - sent - sum(result.phases.values()), 0.0)}
+        )
         failure = result.failure
         raised = failure is not None and poisoned(failure.detail)  # the library's own call raised the CUDA error
         if probe or raised:
@@ -182,12 +225,18 @@ class Worker:
             self.stop(graceful=False)
             phase = ended if raised else "health probe"
             what = f"{failure.kind}: {failure.detail}" if failure else "the check passed"
-            crash = KernelCrash(case, f"{name} poisoned the CUDA context {in_phase(phase)} ({what}"
-                                f"{f'; health probe: {probe}' if probe else ''}); worker discarded",
-                                cause=f"CUDA context poisoned {in_phase(phase)}"
-                                      f"{f' ({failure.cause})' if failure else ''}")
-            return dataclasses.replace(result, failure=Failure.from_exception(
-                crash, bucket, (f"its last stderr lines:\n{self._tail()}",), _seen(name, previous, phase)))
+            crash = KernelCrash(
+                case,
+                f"{name} poisoned the CUDA context {in_phase(phase)} ({what}"
+                f"{f'; health probe: {probe}' if probe else ''}); worker discarded",
+                cause=f"CUDA context poisoned {in_phase(phase)}{f' ({failure.cause})' if failure else ''}",
+            )
+            return dataclasses.replace(
+                result,
+                failure=Failure.from_exception(
+                    crash, bucket, (f"its last stderr lines:\n{self._tail()}",), _seen(name, previous, phase)
+                ),
+            )
         return result
 
     # ---- the process --------------------------------------------------------------------------
@@ -208,8 +257,12 @@ class Worker:
         if self._shared:
             self._workspace, self._published = kernel_cache.private_workspace(self._shared), time.monotonic()
             env[WORKSPACE] = str(self._workspace)
-        proc = ctx.Process(target=_serve, args=(child_conn, self.overrides, self.device, env, self.log_path,
-                                                self._stage), name=f"gdn-worker-{self.device}", daemon=True)
+        proc = ctx.Process(
+            target=_serve,
+            args=(child_conn, self.overrides, self.device, env, self.log_path, self._stage),
+            name=f"gdn-worker-{self.device}",
+            daemon=True,
+        )
         began = time.perf_counter()
         proc.start()
         child_conn.close()  # only the child holds its end: its death reads as EOF here
@@ -312,8 +365,9 @@ def _registered(target) -> str:
 
 
 def _crashed(target, case: Case, bucket: str, error, note: str, seen: CrashAttribution | None = None) -> CheckResult:
-    return CheckResult(target.name, case, dispatch_bucket(target, case),
-                       Failure.from_exception(error, bucket, (note,), seen))
+    return CheckResult(
+        target.name, case, dispatch_bucket(target, case), Failure.from_exception(error, bucket, (note,), seen)
+    )
 
 
 def _stage(index: int) -> str | None:
@@ -344,9 +398,13 @@ def attributed(target, failure: Failure, device: str, timeout: float) -> Failure
     else:
         before = next(t for t in TARGETS if t.name == (seen.previous_target or target.name))
         pair = _first_crash(device, timeout, [(before, seen.previous), (target, failure.case)])
-        found = dataclasses.replace(seen, alone=False, after_previous=pair is not None,
-                                    after_previous_phase=pair[1] if pair else None,
-                                    previous_crashed=pair is not None and pair[0] == 0)
+        found = dataclasses.replace(
+            seen,
+            alone=False,
+            after_previous=pair is not None,
+            after_previous_phase=pair[1] if pair else None,
+            previous_crashed=pair is not None and pair[0] == 0,
+        )
     return dataclasses.replace(failure, detail=f"{failure.detail}; {found.summary}", attribution=found)
 
 

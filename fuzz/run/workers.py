@@ -7,6 +7,7 @@ bound; the count where distinct cases per minute peaked on a GPU kind is data (P
 the cores and the free memory of each GPU.
 On a CPU profile `auto` is pytest-xdist's own choice (the cores).
 """
+
 from __future__ import annotations
 
 import os
@@ -37,13 +38,19 @@ def visible_gpus() -> list[tuple[str, int]]:
     import subprocess
 
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.free", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         import torch
 
-        return [(torch.cuda.get_device_name(i), torch.cuda.mem_get_info(i)[0])
-                for i in range(torch.cuda.device_count())]
+        return [
+            (torch.cuda.get_device_name(i), torch.cuda.mem_get_info(i)[0]) for i in range(torch.cuda.device_count())
+        ]
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     chosen = None if visible is None else {v.strip() for v in visible.split(",") if v.strip()}
     rows = [line.split(",") for line in out.strip().splitlines() if line.strip()]

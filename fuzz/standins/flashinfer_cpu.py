@@ -15,6 +15,7 @@ Invariants, as the kernels keep them:
     [tokens, HV, V] in q's dtype (the real prefill is a chunked algorithm; this is its recurrent equivalent).
 Each behaviour a bug could hide in is one small method below: a mutant overrides one of them.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -111,8 +112,26 @@ class FlashInferCPU:
         sp = self.softplus(a.float() + dt_bias.float())
         return torch.exp(-torch.exp(A_log.float()) * sp), torch.sigmoid(b.float())
 
-    def _run(self, path, q, k, v, pool, read_idx, write_idx, A_log, a, dt_bias, b, scale, output,
-             use_l2norm, buf=None, token_slots=None, write_back=True):
+    def _run(
+        self,
+        path,
+        q,
+        k,
+        v,
+        pool,
+        read_idx,
+        write_idx,
+        A_log,
+        a,
+        dt_bias,
+        b,
+        scale,
+        output,
+        use_l2norm,
+        buf=None,
+        token_slots=None,
+        write_back=True,
+    ):
         B, T, H, K = q.shape
         HV, V = v.shape[2:]
         assert k.shape == q.shape and v.shape[:2] == (B, T), f"q {q.shape} / k {k.shape} / v {v.shape}"
@@ -122,9 +141,19 @@ class FlashInferCPU:
         for name, idx in (("initial_state_indices", read_idx), ("output_state_indices", write_idx)):
             assert idx is None or (idx.shape == (B,) and idx.dtype in _INDEX), f"{name} must be int32/int64 [B]"
         hmap = self.head_map(H, HV)
-        kern = self.kernel(path=path, T=T, H=H, HV=HV, K=K, V=V, state_dtype=pool.dtype,
-                           dt_bias_dtype=dt_bias.dtype, index_dtype=read_idx.dtype,
-                           scale=K ** -0.5 if scale is None else float(scale), use_l2norm=bool(use_l2norm))
+        kern = self.kernel(
+            path=path,
+            T=T,
+            H=H,
+            HV=HV,
+            K=K,
+            V=V,
+            state_dtype=pool.dtype,
+            dt_bias_dtype=dt_bias.dtype,
+            index_dtype=read_idx.dtype,
+            scale=K**-0.5 if scale is None else float(scale),
+            use_l2norm=bool(use_l2norm),
+        )
         out = torch.zeros(B, T, HV, V, dtype=torch.bfloat16, device=q.device) if output is None else output
         slot, runs = self.read_slot(path, read_idx.long())
         if path == "pretranspose":
@@ -154,16 +183,33 @@ class FlashInferCPU:
 
     # ---- public API (0.7.4 signatures) ---------------------------------------------------------
     def gated_delta_rule_decode_pretranspose(
-            self, q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None, use_qk_l2norm=True,
-            initial_state=None, initial_state_indices=None, output_state_indices=None,
-            intermediate_states_buffer=None, disable_state_update=False, backend="auto"):
+        self,
+        q,
+        k,
+        v,
+        state,
+        A_log,
+        a,
+        dt_bias,
+        b,
+        scale=None,
+        output=None,
+        use_qk_l2norm=True,
+        initial_state=None,
+        initial_state_indices=None,
+        output_state_indices=None,
+        intermediate_states_buffer=None,
+        disable_state_update=False,
+        backend="auto",
+    ):
         B, T = q.shape[:2]
         assert backend in ("auto", "flashinfer", "cake_gdn", "rubin"), f"unknown backend {backend!r}"
         if T == 1 and (intermediate_states_buffer is not None or disable_state_update):
             raise ValueError("intermediate_states_buffer and disable_state_update are supported only with T > 1")
         use_pool = initial_state is not None
-        assert use_pool == (initial_state_indices is not None), \
+        assert use_pool == (initial_state_indices is not None), (
             "initial_state and initial_state_indices must be provided together"
+        )
         assert output_state_indices is None or use_pool, "output_state_indices requires initial_state"
         assert A_log.dtype == torch.float32, f"A_log must be float32, got {A_log.dtype}"
         assert dt_bias.dtype in (torch.bfloat16, torch.float32), f"dt_bias must be bf16/fp32, got {dt_bias.dtype}"
@@ -176,30 +222,66 @@ class FlashInferCPU:
         args = (q, k, v, pool, idx, output_state_indices, A_log, a, dt_bias, b, scale, output, use_qk_l2norm)
         if pool.dtype == torch.bfloat16:  # bf16 state kernels (gdn_decode_bf16_state), T >= 1
             buf = intermediate_states_buffer
-            assert buf is None or (buf.dtype == torch.bfloat16 and buf.shape[0] == B and buf.shape[1] >= T), \
+            assert buf is None or (buf.dtype == torch.bfloat16 and buf.shape[0] == B and buf.shape[1] >= T), (
                 f"intermediate_states_buffer must be bf16 [B={B} exactly, >={T}, HV, V, K]"
-            return self._run("bf16", *args, buf=buf,
-                             write_back=self.should_write_back(disable_state_update, False)), pool
+            )
+            return self._run(
+                "bf16", *args, buf=buf, write_back=self.should_write_back(disable_state_update, False)
+            ), pool
         assert pool.dtype == torch.float32, f"state must be float32 or bfloat16, got {pool.dtype}"
         if T > 1:
             assert use_pool, f"fp32 state with T={T} > 1 requires pool mode (initial_state + indices)"
             return self.gated_delta_rule_mtp(
-                q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale=scale,
-                output=output, intermediate_states_buffer=intermediate_states_buffer,
-                disable_state_update=disable_state_update, use_qk_l2norm=use_qk_l2norm,
-                output_state_indices=output_state_indices)
+                q,
+                k,
+                v,
+                initial_state,
+                initial_state_indices,
+                A_log,
+                a,
+                dt_bias,
+                b,
+                scale=scale,
+                output=output,
+                intermediate_states_buffer=intermediate_states_buffer,
+                disable_state_update=disable_state_update,
+                use_qk_l2norm=use_qk_l2norm,
+                output_state_indices=output_state_indices,
+            )
         return self._run("pretranspose", *args), pool
 
     def gated_delta_rule_mtp(
-            self, q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale=None,
-            output=None, intermediate_states_buffer=None, ssm_state_indices=None, disable_state_update=None,
-            use_qk_l2norm=True, output_state_indices=None, cache_replayssm=False, replayssm_rawv=None,
-            replayssm_rawk=None, replayssm_g=None, replayssm_beta=None):
+        self,
+        q,
+        k,
+        v,
+        initial_state,
+        initial_state_indices,
+        A_log,
+        a,
+        dt_bias,
+        b,
+        scale=None,
+        output=None,
+        intermediate_states_buffer=None,
+        ssm_state_indices=None,
+        disable_state_update=None,
+        use_qk_l2norm=True,
+        output_state_indices=None,
+        cache_replayssm=False,
+        replayssm_rawv=None,
+        replayssm_rawk=None,
+        replayssm_g=None,
+        replayssm_beta=None,
+    ):
         if cache_replayssm:
             raise NotImplementedError("cache_replayssm (ReplaySSM) runs on SM100/SM103/SM120 only")
         if disable_state_update is None:
-            warnings.warn("gated_delta_rule_mtp(): disable_state_update defaults to True; "
-                          "pass it explicitly (the default changes to False in 0.8.0)", stacklevel=2)
+            warnings.warn(
+                "gated_delta_rule_mtp(): disable_state_update defaults to True; "
+                "pass it explicitly (the default changes to False in 0.8.0)",
+                stacklevel=2,
+            )
             disable_state_update = True
         B, T = q.shape[:2]
         pool, buf = initial_state, intermediate_states_buffer
@@ -207,62 +289,120 @@ class FlashInferCPU:
         assert A_log.dtype == torch.float32, f"A_log must be float32, got {A_log.dtype}"
         assert dt_bias.dtype in (torch.bfloat16, torch.float32), f"dt_bias must be bf16/fp32, got {dt_bias.dtype}"
         # Batch-row indexed; a [:, :T] view of a bigger buffer is legal in 0.7.4 (inner dims contiguous).
-        assert buf is None or (buf.dtype == torch.float32 and buf.shape[0] >= B and buf.shape[1] >= T
-                               and buf[0, 0].is_contiguous()), \
-            f"intermediate_states_buffer must be fp32 [>={B}, >={T}, HV, V, K] with contiguous inner dims"
+        assert buf is None or (
+            buf.dtype == torch.float32 and buf.shape[0] >= B and buf.shape[1] >= T and buf[0, 0].is_contiguous()
+        ), f"intermediate_states_buffer must be fp32 [>={B}, >={T}, HV, V, K] with contiguous inner dims"
         if ssm_state_indices is not None:
             assert buf is None, "ssm_state_indices and intermediate_states_buffer are mutually exclusive"
             assert not disable_state_update, "ssm_state_indices requires disable_state_update=False"
             assert T >= 2, f"ssm_state_indices requires T >= 2 (got T={T})"
-            assert ssm_state_indices.shape == (B, T) and ssm_state_indices.dtype == torch.int32, \
+            assert ssm_state_indices.shape == (B, T) and ssm_state_indices.dtype == torch.int32, (
                 f"ssm_state_indices must be int32 [B={B}, T={T}]"
-        out = self._run("mtp", q, k, v, pool, initial_state_indices, output_state_indices, A_log, a, dt_bias, b,
-                        scale, output, use_qk_l2norm, buf=buf, token_slots=ssm_state_indices,
-                        write_back=self.should_write_back(disable_state_update, ssm_state_indices is not None))
+            )
+        out = self._run(
+            "mtp",
+            q,
+            k,
+            v,
+            pool,
+            initial_state_indices,
+            output_state_indices,
+            A_log,
+            a,
+            dt_bias,
+            b,
+            scale,
+            output,
+            use_qk_l2norm,
+            buf=buf,
+            token_slots=ssm_state_indices,
+            write_back=self.should_write_back(disable_state_update, ssm_state_indices is not None),
+        )
         return out, initial_state
 
-    def gated_delta_rule_decode(self, q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None,
-                                use_qk_l2norm=True, backend="auto"):
+    def gated_delta_rule_decode(
+        self, q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None, use_qk_l2norm=True, backend="auto"
+    ):
         """K-major fp32 state [B, HV, K, V], T = 1, no pool or padding."""
         B, T = q.shape[:2]
         assert T == 1, f"gated_delta_rule_decode supports T=1 only, got T={T}"
         assert state.dtype == torch.float32 and state.shape[0] == B, f"state must be fp32 [B={B}, HV, K, V]"
         vmajor = state.transpose(-1, -2)  # the same memory seen V-major, so the update lands in place
-        out = self._run("pretranspose", q, k, v, vmajor, torch.arange(B, dtype=torch.int32), None, A_log, a,
-                        dt_bias, b, scale, output, use_qk_l2norm)
+        out = self._run(
+            "pretranspose",
+            q,
+            k,
+            v,
+            vmajor,
+            torch.arange(B, dtype=torch.int32),
+            None,
+            A_log,
+            a,
+            dt_bias,
+            b,
+            scale,
+            output,
+            use_qk_l2norm,
+        )
         return out, state
 
     def chunk_gated_delta_rule(
-            self, q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False,
-            cu_seqlens=None, use_qk_l2norm_in_kernel=False, output=None, output_state=None, state_checkpoints=None,
-            checkpoint_cu_starts=None, checkpoint_every_n_tokens=0, use_cp="auto", state_indices=None,
-            _cp_chunk_len=None, backend="auto", max_seqlen=None, *, gate_domain="linear", output_state_indices=None,
-            **unmodelled):
+        self,
+        q,
+        k,
+        v,
+        g=None,
+        beta=None,
+        scale=None,
+        initial_state=None,
+        output_final_state=False,
+        cu_seqlens=None,
+        use_qk_l2norm_in_kernel=False,
+        output=None,
+        output_state=None,
+        state_checkpoints=None,
+        checkpoint_cu_starts=None,
+        checkpoint_every_n_tokens=0,
+        use_cp="auto",
+        state_indices=None,
+        _cp_chunk_len=None,
+        backend="auto",
+        max_seqlen=None,
+        *,
+        gate_domain="linear",
+        output_state_indices=None,
+        **unmodelled,
+    ):
         """Varlen prefill: q, k [tokens, H, K], v [tokens, HV, V], g (linear alpha) and beta fp32 [tokens, HV].
         With state_indices, initial_state / output_state are pools. Checkpoints, in-kernel gating, logit beta and
         the Cake / cuDNN / SM120 backends are not modelled."""
         extras = [name for name, x in unmodelled.items() if x is not None and x is not False]
         extras += ["checkpoints"] if checkpoint_every_n_tokens or state_checkpoints is not None else []
         if extras or backend not in ("auto", "flashinfer"):
-            raise NotImplementedError(f"the CPU stand-in models the native prefill kernels only (got {extras}, "
-                                      f"backend {backend!r})")
+            raise NotImplementedError(
+                f"the CPU stand-in models the native prefill kernels only (got {extras}, backend {backend!r})"
+            )
         assert gate_domain in ("linear", "log"), f"gate_domain must be 'linear' or 'log', got {gate_domain!r}"
         total, H, K = q.shape
         HV, V = v.shape[1:]
-        assert q.dtype in (torch.bfloat16, torch.float16) and k.dtype == v.dtype == q.dtype, \
+        assert q.dtype in (torch.bfloat16, torch.float16) and k.dtype == v.dtype == q.dtype, (
             f"q, k, v must share an fp16/bf16 dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
-        assert cu_seqlens is not None and cu_seqlens.dtype in _INDEX and cu_seqlens.numel() >= 2, \
+        )
+        assert cu_seqlens is not None and cu_seqlens.dtype in _INDEX and cu_seqlens.numel() >= 2, (
             "cu_seqlens must be int32/int64 [N + 1], N >= 1"
+        )
         cu = cu_seqlens.tolist()
         N = len(cu) - 1
         ones = torch.ones(total, HV)
         g, beta = ones if g is None else g, ones if beta is None else beta
-        assert g.dtype == beta.dtype == torch.float32 and g.shape == beta.shape == (total, HV), \
+        assert g.dtype == beta.dtype == torch.float32 and g.shape == beta.shape == (total, HV), (
             f"g, beta must be fp32 [{total}, {HV}]"
+        )
         g = torch.exp(g) if gate_domain == "log" else g
         split = output_state_indices is not None
-        assert not split or (state_indices is not None and output_state is not None and output_final_state), \
+        assert not split or (state_indices is not None and output_state is not None and output_final_state), (
             "output_state_indices requires state_indices, an output_state pool and output_final_state=True"
+        )
         if state_indices is None:  # sequence-ordered states [N, HV, V, K]
             state_indices = torch.arange(N)
         elif output_final_state and output_state is None:
@@ -279,13 +419,15 @@ class FlashInferCPU:
         if use_qk_l2norm_in_kernel:  # normalized in fp32, rounded back to the input dtype before the kernel
             q, k = (self.l2norm(x.float()).to(x.dtype) for x in (q, k))
         hmap = self.head_map(H, HV)
-        qf = q.float()[:, hmap] * (K ** -0.5 if not scale else float(scale))  # scale 0 also means the default
+        qf = q.float()[:, hmap] * (K**-0.5 if not scale else float(scale))  # scale 0 also means the default
         kf, vf = k.float()[:, hmap], v.float()
         out = torch.empty(total, HV, V, dtype=q.dtype, device=q.device) if output is None else output
         assert out.dtype == q.dtype and out.shape == (total, HV, V), f"output must be {q.dtype} [{total}, {HV}, {V}]"
         for n in range(N):
             for i in range(cu[n], cu[n + 1]):
-                S[n:n + 1], o = self.step(S[n:n + 1], qf[i:i + 1], kf[i:i + 1], vf[i:i + 1], g[i:i + 1], beta[i:i + 1])
+                S[n : n + 1], o = self.step(
+                    S[n : n + 1], qf[i : i + 1], kf[i : i + 1], vf[i : i + 1], g[i : i + 1], beta[i : i + 1]
+                )
                 out[i] = o[0].to(out.dtype)
         if not output_final_state:
             return out
@@ -303,8 +445,13 @@ gated_delta_rule_mtp = _DEFAULT.gated_delta_rule_mtp
 gated_delta_rule_decode = _DEFAULT.gated_delta_rule_decode
 chunk_gated_delta_rule = _DEFAULT.chunk_gated_delta_rule
 
-__all__ = ["FlashInferCPU", "chunk_gated_delta_rule", "gated_delta_rule_decode", "gated_delta_rule_decode_pretranspose",
-           "gated_delta_rule_mtp"]
+__all__ = [
+    "FlashInferCPU",
+    "chunk_gated_delta_rule",
+    "gated_delta_rule_decode",
+    "gated_delta_rule_decode_pretranspose",
+    "gated_delta_rule_mtp",
+]
 
 
 # ---- older releases' APIs -------------------------------------------------------------------------------------------
@@ -317,28 +464,33 @@ __all__ = ["FlashInferCPU", "chunk_gated_delta_rule", "gated_delta_rule_decode",
 # routing or bugs.
 _COMMON = "q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None, use_qk_l2norm=True"
 _MTP = "q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale=None, output=None"
-_CHUNK = ("q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None, "
-          "use_qk_l2norm_in_kernel=False, output=None, output_state=None")
+_CHUNK = (
+    "q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None, "
+    "use_qk_l2norm_in_kernel=False, output=None, output_state=None"
+)
 _CHECKPOINTS = ", state_checkpoints=None, checkpoint_cu_starts=None, checkpoint_every_n_tokens=0"
 _POOL_0_6_9 = ", initial_state=None, initial_state_indices=None, output_state_indices=None"
 _VERIFY_0_7_0 = ", intermediate_states_buffer=None, disable_state_update=False, backend='auto'"
-_MTP_0_6_14 = (", intermediate_states_buffer=None, ssm_state_indices=None, disable_state_update=None, "
-               "use_qk_l2norm=True, output_state_indices=None")
+_MTP_0_6_14 = (
+    ", intermediate_states_buffer=None, ssm_state_indices=None, disable_state_update=None, "
+    "use_qk_l2norm=True, output_state_indices=None"
+)
 _REPLAYSSM = ", cache_replayssm=False, replayssm_rawv=None, replayssm_rawk=None, replayssm_g=None, replayssm_beta=None"
-_CHUNK_0_7_1 = _CHUNK + _CHECKPOINTS + ", use_cp='auto', state_indices=None, _cp_chunk_len=None, backend='auto', " \
-    "max_seqlen=None"
+_CHUNK_0_7_1 = (
+    _CHUNK + _CHECKPOINTS + ", use_cp='auto', state_indices=None, _cp_chunk_len=None, backend='auto', max_seqlen=None"
+)
 RELEASE_SIGNATURES = {
     "0.6.5": {  # no pool on the pretranspose; MTP's disable_state_update defaults to True
         "gated_delta_rule_decode_pretranspose": _COMMON,
         "gated_delta_rule_mtp": _MTP + ", intermediate_states_buffer=None, disable_state_update=True, "
-                                       "use_qk_l2norm=True",
+        "use_qk_l2norm=True",
         "gated_delta_rule_decode": _COMMON,
         "chunk_gated_delta_rule": _CHUNK,
     },
     "0.6.10": {  # 0.6.9 .. 0.6.13 pretranspose, 0.6.7 .. 0.6.13 MTP, 0.6.8 .. 0.6.13 prefill
         "gated_delta_rule_decode_pretranspose": _COMMON + _POOL_0_6_9,
         "gated_delta_rule_mtp": _MTP + ", intermediate_states_buffer=None, disable_state_update=None, "
-                                       "use_qk_l2norm=True",
+        "use_qk_l2norm=True",
         "gated_delta_rule_decode": _COMMON,
         "chunk_gated_delta_rule": _CHUNK + _CHECKPOINTS,
     },
@@ -359,8 +511,8 @@ RELEASE_SIGNATURES = {
         "gated_delta_rule_mtp": _MTP + _MTP_0_6_14 + _REPLAYSSM,
         "gated_delta_rule_decode": _COMMON + ", backend='auto'",
         "chunk_gated_delta_rule": _CHUNK_0_7_1 + ", *, gate_domain='linear', use_gate_in_kernel=False, A_log=None, "
-                                  "dt_bias=None, beta_is_logit=False, cu_seqlens_cpu=None, output_state_indices=None, "
-                                  "checkpoint_state_indices=None, prefix_lens=None",
+        "dt_bias=None, beta_is_logit=False, cu_seqlens_cpu=None, output_state_indices=None, "
+        "checkpoint_state_indices=None, prefix_lens=None",
     },
 }
 RELEASE_SIGNATURES["0.6.11"] = RELEASE_SIGNATURES["0.6.10"]  # same four signatures (0.6.11 rewrote bf16 kernels)
@@ -375,8 +527,11 @@ def _signature(name: str, params: str):
 
 
 # The contract path each entry point runs (the pretranspose by its state dtype: bf16 kernels or the fp32 path)
-_PATHS = {"gated_delta_rule_mtp": "flashinfer.mtp.fp32", "gated_delta_rule_decode": "flashinfer.decode.kmajor",
-          "chunk_gated_delta_rule": "flashinfer.prefill.chunk"}
+_PATHS = {
+    "gated_delta_rule_mtp": "flashinfer.mtp.fp32",
+    "gated_delta_rule_decode": "flashinfer.decode.kmajor",
+    "chunk_gated_delta_rule": "flashinfer.prefill.chunk",
+}
 
 
 def require_contract(release: str, name: str, arguments: dict) -> None:
@@ -418,8 +573,10 @@ def release_api(release: str, standin: FlashInferCPU | None = None) -> SimpleNam
     """The stand-in (a fresh FlashInferCPU unless given) with `release`'s four signatures and contract, reporting
     `release` (`__version__`, `api_release`) and RUNS_ON = "cpu"."""
     standin = FlashInferCPU() if standin is None else standin
-    entries = {name: _with_signature(name, params, getattr(standin, name), release)
-               for name, params in RELEASE_SIGNATURES[release].items()}
+    entries = {
+        name: _with_signature(name, params, getattr(standin, name), release)
+        for name, params in RELEASE_SIGNATURES[release].items()
+    }
     return SimpleNamespace(__version__=release, api_release=release, RUNS_ON=CPU, standin=standin, **entries)
 
 
@@ -429,7 +586,24 @@ release_0_6_11 = release_api("0.6.11")
 release_0_6_16 = release_api("0.6.16.post4")
 release_0_7_2 = release_api("0.7.2.post1")
 release_0_7_4 = release_api("0.7.4")
-RELEASES = {"0.6.5": release_0_6_5, "0.6.10": release_0_6_10, "0.6.11": release_0_6_11,
-            "0.6.16.post4": release_0_6_16, "0.7.2.post1": release_0_7_2, "0.7.4": release_0_7_4}
-__all__ += ["RELEASE_SIGNATURES", "RELEASES", "RUNS_ON", "release_api", "require_contract", "release_0_6_5",
-            "release_0_6_10", "release_0_6_11", "release_0_6_16", "release_0_7_2", "release_0_7_4"]
+RELEASES = {
+    "0.6.5": release_0_6_5,
+    "0.6.10": release_0_6_10,
+    "0.6.11": release_0_6_11,
+    "0.6.16.post4": release_0_6_16,
+    "0.7.2.post1": release_0_7_2,
+    "0.7.4": release_0_7_4,
+}
+__all__ += [
+    "RELEASE_SIGNATURES",
+    "RELEASES",
+    "RUNS_ON",
+    "release_api",
+    "require_contract",
+    "release_0_6_5",
+    "release_0_6_10",
+    "release_0_6_11",
+    "release_0_6_16",
+    "release_0_7_2",
+    "release_0_7_4",
+]

@@ -17,6 +17,7 @@ gdn_kernels/gdn_decode_mtp.py, gdn_kernels/gdn_replayssm_spec_fold.py):
 K = V = 128 and the compute-capability checks are hardware limits and are not modelled; every other check is.
 Each behaviour a bug could hide in is one method (cake_slots, cache_window, commit_row), so a mutant overrides one.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,9 @@ class FlashInferSM100CPU(FlashInferCPU):
         for t in range(accepted):
             k = rawk[hmap, t].float()
             k = self.l2norm(k) if use_l2norm else k
-            S, _ = self.step(S[None], k[None], k[None], rawv[:, t].float()[None], torch.exp(log_g[:, t])[None],
-                             beta[:, t][None])
+            S, _ = self.step(
+                S[None], k[None], k[None], rawv[:, t].float()[None], torch.exp(log_g[:, t])[None], beta[:, t][None]
+            )
             S = S[0]
             if track is not None and track[0] == t:
                 track[1](S)
@@ -79,44 +81,85 @@ class FlashInferSM100CPU(FlashInferCPU):
     def _cake_inputs(self, q, k, v, a, b, A_log, dt_bias, use_qk_l2norm):
         B, T, H, K = q.shape
         HV = v.shape[2]
-        _require(all(x.dtype == torch.bfloat16 for x in (q, k, v, a, b)) and A_log.dtype == dt_bias.dtype
-                 == torch.float32, "GDN non-CP decode requires BF16 Q/K/V/gates and FP32 A_log/dt_bias")
+        _require(
+            all(x.dtype == torch.bfloat16 for x in (q, k, v, a, b)) and A_log.dtype == dt_bias.dtype == torch.float32,
+            "GDN non-CP decode requires BF16 Q/K/V/gates and FP32 A_log/dt_bias",
+        )
         _require(bool(use_qk_l2norm), "GDN non-CP T=1 child contract requires in-kernel Q/K L2 normalization")
         _require(H > 0 and HV > 0 and HV % H == 0, "unsupported decode head mapping")
         _require(T == 1, "the CPU stand-in models the Cake T=1 rows only (multi-token rows are exact batch sizes)")
 
     def gated_delta_rule_decode_pretranspose(
-            self, q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None, use_qk_l2norm=True,
-            initial_state=None, initial_state_indices=None, output_state_indices=None,
-            intermediate_states_buffer=None, disable_state_update=False, backend="auto"):
+        self,
+        q,
+        k,
+        v,
+        state,
+        A_log,
+        a,
+        dt_bias,
+        b,
+        scale=None,
+        output=None,
+        use_qk_l2norm=True,
+        initial_state=None,
+        initial_state_indices=None,
+        output_state_indices=None,
+        intermediate_states_buffer=None,
+        disable_state_update=False,
+        backend="auto",
+    ):
         if backend != "cake_gdn":
             return super().gated_delta_rule_decode_pretranspose(
-                q, k, v, state, A_log, a, dt_bias, b, scale=scale, output=output, use_qk_l2norm=use_qk_l2norm,
-                initial_state=initial_state, initial_state_indices=initial_state_indices,
-                output_state_indices=output_state_indices, intermediate_states_buffer=intermediate_states_buffer,
-                disable_state_update=disable_state_update, backend=backend)
+                q,
+                k,
+                v,
+                state,
+                A_log,
+                a,
+                dt_bias,
+                b,
+                scale=scale,
+                output=output,
+                use_qk_l2norm=use_qk_l2norm,
+                initial_state=initial_state,
+                initial_state_indices=initial_state_indices,
+                output_state_indices=output_state_indices,
+                intermediate_states_buffer=intermediate_states_buffer,
+                disable_state_update=disable_state_update,
+                backend=backend,
+            )
         T = q.shape[1]
         if T == 1 and (intermediate_states_buffer is not None or disable_state_update):
             raise ValueError("intermediate_states_buffer and disable_state_update are supported only with T > 1")
-        _require(initial_state is not None and initial_state_indices is not None,
-                 "GDN non-CP pretranspose decode requires an indexed state pool")
+        _require(
+            initial_state is not None and initial_state_indices is not None,
+            "GDN non-CP pretranspose decode requires an indexed state pool",
+        )
         pool = initial_state
         self._cake_inputs(q, k, v, a, b, A_log, dt_bias, use_qk_l2norm)
         _require(pool.dtype in (torch.bfloat16, torch.float32), "GDN non-CP decode requires BF16 or FP32 state")
         V, K = pool.shape[2:]
         if pool.dtype == torch.bfloat16:
-            _require(pool.stride()[1:] == (V * K, K, 1),
-                     "GDN non-CP BF16 decode requires packed inner state dimensions")
+            _require(
+                pool.stride()[1:] == (V * K, K, 1), "GDN non-CP BF16 decode requires packed inner state dimensions"
+            )
         else:
-            _require(all(x.is_contiguous() for x in (q, k, v, pool, A_log, a, dt_bias, b)),
-                     "GDN non-CP FP32 T=1 decode requires contiguous inputs and state")
+            _require(
+                all(x.is_contiguous() for x in (q, k, v, pool, A_log, a, dt_bias, b)),
+                "GDN non-CP FP32 T=1 decode requires contiguous inputs and state",
+            )
         write = initial_state_indices if output_state_indices is None else output_state_indices
         for name, idx in (("", initial_state_indices), ("output ", write)):
             _require(idx.dtype == torch.int32, f"GDN non-CP decode requires int32 {name}state indices")
-            _require(idx.shape == (q.shape[0],) and idx.is_contiguous(),
-                     f"GDN non-CP decode requires contiguous [B] {name}state indices")
-        _require(output is None or (output.dtype == torch.bfloat16 and output.is_contiguous()),
-                 "GDN non-CP decode requires a contiguous BF16 output")
+            _require(
+                idx.shape == (q.shape[0],) and idx.is_contiguous(),
+                f"GDN non-CP decode requires contiguous [B] {name}state indices",
+            )
+        _require(
+            output is None or (output.dtype == torch.bfloat16 and output.is_contiguous()),
+            "GDN non-CP decode requires a contiguous BF16 output",
+        )
         read, write = self.cake_slots(initial_state_indices, pool.shape[0]), self.cake_slots(write, pool.shape[0])
         path = "cake-bf16" if pool.dtype == torch.bfloat16 else "cake-fp32"
         out = self._run(path, q, k, v, pool, read, write, A_log, a, dt_bias, b, scale, output, use_qk_l2norm)
@@ -124,37 +167,89 @@ class FlashInferSM100CPU(FlashInferCPU):
             self.pad_output(out, (read < 0).nonzero().squeeze(1))
         return out, pool
 
-    def gated_delta_rule_decode(self, q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None,
-                                use_qk_l2norm=True, backend="auto"):
+    def gated_delta_rule_decode(
+        self, q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None, use_qk_l2norm=True, backend="auto"
+    ):
         if backend == "cake_gdn":
             self._cake_inputs(q, k, v, a, b, A_log, dt_bias, use_qk_l2norm)
-            _require(state.dtype == torch.float32 and (output is None or output.dtype == torch.bfloat16),
-                     "GDN non-CP nontranspose decode requires BF16 I/O/gates and FP32 state/decay")
-            _require(all(x.is_contiguous() for x in (q, k, v, state, A_log, a, dt_bias, b)
-                         if x is not None) and (output is None or output.is_contiguous()),
-                     "GDN non-CP nontranspose decode requires exact contiguous T=1 tensors")
+            _require(
+                state.dtype == torch.float32 and (output is None or output.dtype == torch.bfloat16),
+                "GDN non-CP nontranspose decode requires BF16 I/O/gates and FP32 state/decay",
+            )
+            _require(
+                all(x.is_contiguous() for x in (q, k, v, state, A_log, a, dt_bias, b) if x is not None)
+                and (output is None or output.is_contiguous()),
+                "GDN non-CP nontranspose decode requires exact contiguous T=1 tensors",
+            )
             backend = "flashinfer"  # same recurrence, in place on the K-major state
-        return super().gated_delta_rule_decode(q, k, v, state, A_log, a, dt_bias, b, scale=scale, output=output,
-                                               use_qk_l2norm=use_qk_l2norm, backend=backend)
+        return super().gated_delta_rule_decode(
+            q,
+            k,
+            v,
+            state,
+            A_log,
+            a,
+            dt_bias,
+            b,
+            scale=scale,
+            output=output,
+            use_qk_l2norm=use_qk_l2norm,
+            backend=backend,
+        )
 
     # ---- ReplaySSM --------------------------------------------------------------------------
     def gated_delta_rule_mtp(
-            self, q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale=None,
-            output=None, intermediate_states_buffer=None, ssm_state_indices=None, disable_state_update=None,
-            use_qk_l2norm=True, output_state_indices=None, cache_replayssm=False, replayssm_rawv=None,
-            replayssm_rawk=None, replayssm_g=None, replayssm_beta=None):
+        self,
+        q,
+        k,
+        v,
+        initial_state,
+        initial_state_indices,
+        A_log,
+        a,
+        dt_bias,
+        b,
+        scale=None,
+        output=None,
+        intermediate_states_buffer=None,
+        ssm_state_indices=None,
+        disable_state_update=None,
+        use_qk_l2norm=True,
+        output_state_indices=None,
+        cache_replayssm=False,
+        replayssm_rawv=None,
+        replayssm_rawk=None,
+        replayssm_g=None,
+        replayssm_beta=None,
+    ):
         windows = (replayssm_rawv, replayssm_rawk, replayssm_g, replayssm_beta)
         if not cache_replayssm:
             if any(w is not None for w in windows):
                 raise ValueError("replayssm_* buffers require cache_replayssm=True")
             return super().gated_delta_rule_mtp(
-                q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale=scale, output=output,
-                intermediate_states_buffer=intermediate_states_buffer, ssm_state_indices=ssm_state_indices,
-                disable_state_update=disable_state_update, use_qk_l2norm=use_qk_l2norm,
-                output_state_indices=output_state_indices)
+                q,
+                k,
+                v,
+                initial_state,
+                initial_state_indices,
+                A_log,
+                a,
+                dt_bias,
+                b,
+                scale=scale,
+                output=output,
+                intermediate_states_buffer=intermediate_states_buffer,
+                ssm_state_indices=ssm_state_indices,
+                disable_state_update=disable_state_update,
+                use_qk_l2norm=use_qk_l2norm,
+                output_state_indices=output_state_indices,
+            )
         if disable_state_update is None:
-            warnings.warn("gated_delta_rule_mtp(): disable_state_update defaults to True; "
-                          "pass it explicitly (the default changes to False in 0.8.0)", stacklevel=2)
+            warnings.warn(
+                "gated_delta_rule_mtp(): disable_state_update defaults to True; "
+                "pass it explicitly (the default changes to False in 0.8.0)",
+                stacklevel=2,
+            )
             disable_state_update = True
         B, T, H, K = q.shape
         HV, V = v.shape[2:]
@@ -182,22 +277,54 @@ class FlashInferSM100CPU(FlashInferCPU):
             raise ValueError("initial_state_indices must be [B]")
         if T < 3:
             raise ValueError(f"ReplaySSM caching requires T >= 3, got T={T}")
-        expected = (((P, HV, T, V), torch.bfloat16, "replayssm_rawv"), ((P, H, T, K), torch.bfloat16, "replayssm_rawk"),
-                    ((P, HV, T), torch.float32, "replayssm_g"), ((P, HV, T), torch.float32, "replayssm_beta"))
+        expected = (
+            ((P, HV, T, V), torch.bfloat16, "replayssm_rawv"),
+            ((P, H, T, K), torch.bfloat16, "replayssm_rawk"),
+            ((P, HV, T), torch.float32, "replayssm_g"),
+            ((P, HV, T), torch.float32, "replayssm_beta"),
+        )
         for w, (shape, dtype, name) in zip(windows, expected):
             if w is None:
                 raise ValueError("cache_replayssm=True requires replayssm_rawv/rawk/g/beta")
             if w.shape != shape or w.dtype != dtype or not w.is_contiguous():
                 raise ValueError(f"{name} must be a contiguous {dtype} {list(shape)}, got {w.dtype} {list(w.shape)}")
-        named = dict(q=q, k=k, v=v, a=a, b=b, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state,
-                     initial_state_indices=initial_state_indices, output_state_indices=output_state_indices,
-                     output=output, replayssm_rawv=replayssm_rawv, replayssm_rawk=replayssm_rawk,
-                     replayssm_g=replayssm_g, replayssm_beta=replayssm_beta)
+        named = dict(
+            q=q,
+            k=k,
+            v=v,
+            a=a,
+            b=b,
+            A_log=A_log,
+            dt_bias=dt_bias,
+            initial_state=initial_state,
+            initial_state_indices=initial_state_indices,
+            output_state_indices=output_state_indices,
+            output=output,
+            replayssm_rawv=replayssm_rawv,
+            replayssm_rawk=replayssm_rawk,
+            replayssm_g=replayssm_g,
+            replayssm_beta=replayssm_beta,
+        )
         for name, x in named.items():
             if x is not None and x.data_ptr() % 16:
                 raise ValueError(f"{name} must have a 16-byte aligned base address")
-        out = self._run("mtp", q, k, v, initial_state, initial_state_indices, output_state_indices, A_log, a, dt_bias,
-                        b, scale, output, use_qk_l2norm, write_back=False)
+        out = self._run(
+            "mtp",
+            q,
+            k,
+            v,
+            initial_state,
+            initial_state_indices,
+            output_state_indices,
+            A_log,
+            a,
+            dt_bias,
+            b,
+            scale,
+            output,
+            use_qk_l2norm,
+            write_back=False,
+        )
         kb, vb, ab, bb = (self.to_bf16(x) for x in (k, v, a, b))
         log_g = -torch.exp(A_log.float()) * self.softplus(ab.float() + dt_bias.float())  # [B, T, HV]
         beta = torch.sigmoid(bb.float())
@@ -207,8 +334,21 @@ class FlashInferSM100CPU(FlashInferCPU):
         return out, initial_state
 
     def gated_delta_rule_replayssm_commit(
-            self, checkpoint_state, rawv_cache, rawk_cache, g_cache, beta_cache, state_indices, accept_lens, *,
-            track_state_indices=None, track_steps=None, use_qk_l2norm=True, null_block_id=-1, backend="auto"):
+        self,
+        checkpoint_state,
+        rawv_cache,
+        rawk_cache,
+        g_cache,
+        beta_cache,
+        state_indices,
+        accept_lens,
+        *,
+        track_state_indices=None,
+        track_steps=None,
+        use_qk_l2norm=True,
+        null_block_id=-1,
+        backend="auto",
+    ):
         if rawk_cache.ndim != 5:
             raise ValueError("rawk_cache must be [layers, slots, H, T, K]")
         if checkpoint_state.ndim != 5:
@@ -230,10 +370,12 @@ class FlashInferSM100CPU(FlashInferCPU):
             raise ValueError("backend must be auto, simt, or tcgen05")
         if checkpoint_state.dtype != torch.float32:
             raise TypeError("checkpoint_state must be float32")
-        caches = ((rawv_cache, (L, P, HV, T, V), torch.bfloat16, "rawv_cache"),
-                  (rawk_cache, (L, P, H, T, K), torch.bfloat16, "rawk_cache"),
-                  (g_cache, (L, P, HV, T), torch.float32, "g_cache"),
-                  (beta_cache, (L, P, HV, T), torch.float32, "beta_cache"))
+        caches = (
+            (rawv_cache, (L, P, HV, T, V), torch.bfloat16, "rawv_cache"),
+            (rawk_cache, (L, P, H, T, K), torch.bfloat16, "rawk_cache"),
+            (g_cache, (L, P, HV, T), torch.float32, "g_cache"),
+            (beta_cache, (L, P, HV, T), torch.float32, "beta_cache"),
+        )
         for x, shape, dtype, name in caches:
             if tuple(x.shape) != shape:
                 raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
@@ -247,8 +389,14 @@ class FlashInferSM100CPU(FlashInferCPU):
         for name, x in vectors:
             if x.shape != (B,) or x.dtype != torch.int32 or not x.is_contiguous():
                 raise ValueError(f"{name} must be contiguous int32 with shape [{B}]")
-        for name, x in [("checkpoint_state", checkpoint_state), ("rawv_cache", rawv_cache), ("rawk_cache", rawk_cache),
-                        ("g_cache", g_cache), ("beta_cache", beta_cache), *vectors]:
+        for name, x in [
+            ("checkpoint_state", checkpoint_state),
+            ("rawv_cache", rawv_cache),
+            ("rawk_cache", rawk_cache),
+            ("g_cache", g_cache),
+            ("beta_cache", beta_cache),
+            *vectors,
+        ]:
             if x.data_ptr() % 16:
                 raise ValueError(f"{name} must have a 16-byte aligned base address")
         if backend == "tcgen05" and not (4 <= T <= 8 and use_qk_l2norm and not has_track):
@@ -263,11 +411,21 @@ class FlashInferSM100CPU(FlashInferCPU):
             for layer in range(L):
                 on_track = None
                 if track is not None and track[0] > null_block_id:
+
                     def on_track(S, dst=(layer, track[0])):
                         self.store_pool(checkpoint_state, dst, S)
-                S = self.commit_row(checkpoint_state[layer, slot].float(), rawk_cache[layer, slot],
-                                    rawv_cache[layer, slot], g_cache[layer, slot], beta_cache[layer, slot], hmap,
-                                    accepted, use_qk_l2norm, None if on_track is None else (track[1], on_track))
+
+                S = self.commit_row(
+                    checkpoint_state[layer, slot].float(),
+                    rawk_cache[layer, slot],
+                    rawv_cache[layer, slot],
+                    g_cache[layer, slot],
+                    beta_cache[layer, slot],
+                    hmap,
+                    accepted,
+                    use_qk_l2norm,
+                    None if on_track is None else (track[1], on_track),
+                )
                 self.store_pool(checkpoint_state, (layer, slot), S)
 
 
@@ -278,6 +436,13 @@ gated_delta_rule_decode = _DEFAULT.gated_delta_rule_decode
 chunk_gated_delta_rule = _DEFAULT.chunk_gated_delta_rule
 gated_delta_rule_replayssm_commit = _DEFAULT.gated_delta_rule_replayssm_commit
 
-__all__ = ["RUNS_ON", "CakeGDNUnsupportedError", "FlashInferSM100CPU", "chunk_gated_delta_rule",
-           "gated_delta_rule_decode", "gated_delta_rule_decode_pretranspose", "gated_delta_rule_mtp",
-           "gated_delta_rule_replayssm_commit"]
+__all__ = [
+    "RUNS_ON",
+    "CakeGDNUnsupportedError",
+    "FlashInferSM100CPU",
+    "chunk_gated_delta_rule",
+    "gated_delta_rule_decode",
+    "gated_delta_rule_decode_pretranspose",
+    "gated_delta_rule_mtp",
+    "gated_delta_rule_replayssm_commit",
+]

@@ -1,6 +1,7 @@
 """The pytest hooks that write --gdn-events (fuzz.run.events). fuzz.suite.plugin registers one `TestEvents` per run, in
 the process that runs the tests: a plain run, or each xdist worker (the controller runs none). The `count` events come
 from the session itself (FuzzSession.example), as a fuzz test checks its examples."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,8 +28,9 @@ class TestEvents:
         fn = getattr(item, "obj", None)
         op = spec.op if (spec := getattr(fn, "gdn", None)) else SERVING if getattr(fn, "gdn_serving", False) else ""
         fuzzed = isinstance(target, Target)
-        self.session.events.emit("start", test=item.nodeid, target=target.name if fuzzed else "",
-                                 op=op if fuzzed else "")
+        self.session.events.emit(
+            "start", test=item.nodeid, target=target.name if fuzzed else "", op=op if fuzzed else ""
+        )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         _, _, word = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
@@ -39,7 +41,12 @@ class TestEvents:
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         info = self.session.report.tests.get(nodeid)  # a fuzz or serving test's: its examples and what stopped it
-        self.session.events.emit("finish", test=nodeid, outcome=self._outcomes.pop(nodeid, "PASSED"),
-                                 examples=info.checked if info else 0,
-                                 failures=len(info.failures) if info else 0,
-                                 seconds=round(self._seconds.pop(nodeid, 0.0), 3), stop=info.stop if info else "")
+        self.session.events.emit(
+            "finish",
+            test=nodeid,
+            outcome=self._outcomes.pop(nodeid, "PASSED"),
+            examples=info.checked if info else 0,
+            failures=len(info.failures) if info else 0,
+            seconds=round(self._seconds.pop(nodeid, 0.0), 3),
+            stop=info.stop if info else "",
+        )

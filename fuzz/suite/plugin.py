@@ -17,6 +17,7 @@ or time box out of range, a report or live log in a directory that does not exis
 one, a corpus that does not load. A run in which fuzz tests were selected but no example was checked exits 5: a green
 run means something ran.
 """
+
 from __future__ import annotations
 
 import json
@@ -82,67 +83,146 @@ def session_of(config) -> FuzzSession:
 def pytest_addoption(parser):
     group = parser.getgroup("gdn-fuzz")
     add = group.addoption
-    add("--gdn-target", action="append", default=[], metavar="FAMILY=module.path[:attr]",
+    add(
+        "--gdn-target",
+        action="append",
+        default=[],
+        metavar="FAMILY=module.path[:attr]",
         help="fuzz an importable module exposing a family's API (flashinfer, fla, sglang) instead of the installed "
-             "library; it runs on the profile's device")
-    add("--gdn-require", default="", metavar="FAMILY,...",
+        "library; it runs on the profile's device",
+    )
+    add(
+        "--gdn-require",
+        default="",
+        metavar="FAMILY,...",
         help="families that must be available: if one cannot be loaded, the run stops before it starts, with one line "
-             "(a usage error); a target the loaded release or this GPU cannot run is still reported unavailable")
-    add("--gdn-report", default=None, metavar="FILE.json",
+        "(a usage error); a target the loaded release or this GPU cannot run is still reported unavailable",
+    )
+    add(
+        "--gdn-report",
+        default=None,
+        metavar="FILE.json",
         help="write the run report (examples per target and operation, unavailable targets and why, every distinct "
-             "failure with its minimal coordinate, one record per example) as JSON; rewritten after every test")
-    add("--gdn-corpus-out", default=None, metavar="DIR",
-        help="write each distinct shrunk failure as a new corpus entry (JSON) into DIR (never over an existing one)")
-    add("--gdn-corpus", default=None, metavar="DIR", help="the corpus to replay (default: the checkout's or the "
-        "installed package's corpus)")
-    add("--gdn-shards", type=int, default=1, metavar="K",
+        "failure with its minimal coordinate, one record per example) as JSON; rewritten after every test",
+    )
+    add(
+        "--gdn-corpus-out",
+        default=None,
+        metavar="DIR",
+        help="write each distinct shrunk failure as a new corpus entry (JSON) into DIR (never over an existing one)",
+    )
+    add(
+        "--gdn-corpus",
+        default=None,
+        metavar="DIR",
+        help="the corpus to replay (default: the checkout's or the installed package's corpus)",
+    )
+    add(
+        "--gdn-shards",
+        type=int,
+        default=1,
+        metavar="K",
         help="run each fuzz test as K shards (own seeds and time boxes), so pytest-xdist has K times the tests to "
-             "spread over its workers")
-    add("--gdn-examples", type=int, default=None, metavar="N",
-        help="examples per fuzz test (default: the profile's)")
-    add("--gdn-test-seconds", type=float, default=None, metavar="SECONDS",
+        "spread over its workers",
+    )
+    add("--gdn-examples", type=int, default=None, metavar="N", help="examples per fuzz test (default: the profile's)")
+    add(
+        "--gdn-test-seconds",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="time box per fuzz test: no example is checked after it, except to shrink a failure found in the "
-             "last round (--gdn-shrink-seconds)")
-    add("--gdn-shrink-seconds", type=float, default=120.0, metavar="SECONDS",
-        help="with --gdn-test-seconds: how long a round may check new cases after its first failure (default 120)")
-    add("--gdn-no-shrink", action="store_true", default=False,
-        help="report each distinct failure's first case, without shrinking (triage runs)")
-    add("--gdn-masks", default="release", choices=MASK_POLICIES,
+        "last round (--gdn-shrink-seconds)",
+    )
+    add(
+        "--gdn-shrink-seconds",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="with --gdn-test-seconds: how long a round may check new cases after its first failure (default 120)",
+    )
+    add(
+        "--gdn-no-shrink",
+        action="store_true",
+        default=False,
+        help="report each distinct failure's first case, without shrinking (triage runs)",
+    )
+    add(
+        "--gdn-masks",
+        default="release",
+        choices=MASK_POLICIES,
         help="known-bug masks (fuzz/targets/known_bugs.py): 'release' masks the bugs known for the installed "
-             "release (default), 'all' every known bug (the upgrade gate), 'none' none (hunting)")
+        "release (default), 'all' every known bug (the upgrade gate), 'none' none (hunting)",
+    )
     add("--gdn-unmask", action="store_const", const="none", dest="gdn_masks", help="the same as --gdn-masks=none")
-    add("--gdn-db", default=None, metavar="DIR|redis://HOST:PORT",
-        help="the Hypothesis example database: a directory, or a redis server shared across hosts")
-    add("--gdn-live-log", default=None, metavar="FILE",
-        help="append every failing example to FILE as it happens, one JSON line each (survives a killed run)")
-    add("--gdn-resume", default=None, metavar="LIVE_LOG",
+    add(
+        "--gdn-db",
+        default=None,
+        metavar="DIR|redis://HOST:PORT",
+        help="the Hypothesis example database: a directory, or a redis server shared across hosts",
+    )
+    add(
+        "--gdn-live-log",
+        default=None,
+        metavar="FILE",
+        help="append every failing example to FILE as it happens, one JSON line each (survives a killed run)",
+    )
+    add(
+        "--gdn-resume",
+        default=None,
+        metavar="LIVE_LOG",
         help="the --gdn-live-log of an earlier run: before its rounds, each fuzz test shrinks the failures that run "
-             "logged on its target and operation and did not report minimal (a shrink its time box cut off)")
-    add("--gdn-isolate", action="store_true", default=False,
+        "logged on its target and operation and did not report minimal (a shrink its time box cut off)",
+    )
+    add(
+        "--gdn-isolate",
+        action="store_true",
+        default=False,
         help="run each check in a worker process restarted after a crash or hang (KernelCrash, KernelHang) instead "
-             "of in pytest's process; use it on the GPU profiles: an illegal memory access poisons the CUDA context")
-    add("--gdn-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-        help=f"with --gdn-isolate: seconds one check may take before it is a KernelHang (default {DEFAULT_TIMEOUT:g})")
-    add("--gdn-kernel-cache", default=None, metavar="DIR",
+        "of in pytest's process; use it on the GPU profiles: an illegal memory access poisons the CUDA context",
+    )
+    add(
+        "--gdn-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"with --gdn-isolate: seconds one check may take before it is a KernelHang (default {DEFAULT_TIMEOUT:g})",
+    )
+    add(
+        "--gdn-kernel-cache",
+        default=None,
+        metavar="DIR",
         help="keep compiled kernels under DIR, one directory per library release (default: "
-             "$XDG_CACHE_HOME/gdn-fuzz/kernels); restore it in CI, keyed by the library versions and the GPU arch")
-    add("--gdn-workers", default=None, metavar="N|auto",
+        "$XDG_CACHE_HOME/gdn-fuzz/kernels); restore it in CI, keyed by the library versions and the GPU arch",
+    )
+    add(
+        "--gdn-workers",
+        default=None,
+        metavar="N|auto",
         help="pytest-xdist workers (needs pytest-xdist); 'auto' on a GPU profile: the count where distinct cases per "
-             "minute peaked for this GPU kind, capped by its free memory and the cores (fuzz.run.workers); "
-             "-n auto picks the same on a GPU profile")
-    add("--gdn-sanitize", action="store_true", default=False,
-        help="re-run each shrunk KernelCrash / GuardBreach under compute-sanitizer memcheck and attach its report")
-    add("--gdn-events", default=None, metavar="FILE.jsonl",
+        "minute peaked for this GPU kind, capped by its free memory and the cores (fuzz.run.workers); "
+        "-n auto picks the same on a GPU profile",
+    )
+    add(
+        "--gdn-sanitize",
+        action="store_true",
+        default=False,
+        help="re-run each shrunk KernelCrash / GuardBreach under compute-sanitizer memcheck and attach its report",
+    )
+    add(
+        "--gdn-events",
+        default=None,
+        metavar="FILE.jsonl",
         help="append progress events to FILE, one JSON line each (fuzz.run.events): tests selected, each test's "
-             "start, its examples about once a second, its finish; an xdist worker writes FILE.gwN")
+        "start, its examples about once a second, its finish; an xdist worker writes FILE.gwN",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """--gdn-workers: set pytest-xdist's worker count before xdist reads it (this conftest's hook runs before
     xdist's: pluggy calls the later-registered first)."""
-    if not _ours(config) or (value := config.getoption("gdn_workers", None)) is None or \
-            hasattr(config, "workerinput"):
+    if not _ours(config) or (value := config.getoption("gdn_workers", None)) is None or hasattr(config, "workerinput"):
         return  # (an xdist worker gets the controller's options: it runs no workers of its own)
     if not config.pluginmanager.hasplugin("xdist"):
         raise pytest.UsageError(f"--gdn-workers={value}: needs pytest-xdist (pip install pytest-xdist)")
@@ -179,8 +259,9 @@ def pytest_configure(config):
     # no profile: the dev profile's settings too, not Hypothesis's default (nor its own "ci" under $CI)
     profile = config.getoption("hypothesis_profile", None) or "dev"
     if profile not in PROFILES:
-        raise pytest.UsageError(f"--hypothesis-profile={profile}: not a gdn-fuzz profile; expected one of "
-                                f"{', '.join(PROFILES)}")
+        raise pytest.UsageError(
+            f"--hypothesis-profile={profile}: not a gdn-fuzz profile; expected one of {', '.join(PROFILES)}"
+        )
     _check_numbers(config)
     _check_paths(config)
     _check_resume(config)
@@ -192,8 +273,10 @@ def pytest_configure(config):
         import torch
 
         if not torch.cuda.is_available():
-            raise pytest.UsageError(f"--hypothesis-profile={profile} runs on a CUDA GPU, and torch "
-                                    f"{torch.__version__} sees none here; use --hypothesis-profile=ci or dev")
+            raise pytest.UsageError(
+                f"--hypothesis-profile={profile} runs on a CUDA GPU, and torch "
+                f"{torch.__version__} sees none here; use --hypothesis-profile=ci or dev"
+            )
     try:
         cache = kernel_cache.configure(config.getoption("gdn_kernel_cache"))  # before any target loads its library
     except ValueError as e:
@@ -214,8 +297,10 @@ def pytest_configure(config):
             raise pytest.UsageError(f"--gdn-target {family}={overrides[family]}: {e}") from e
     required = frozenset(f for f in config.getoption("gdn_require").split(",") if f)
     if unknown := required - set(FAMILIES):
-        raise pytest.UsageError(f"--gdn-require: unknown famil{'y' if len(unknown) == 1 else 'ies'} "
-                                f"{', '.join(sorted(unknown))}; expected some of {', '.join(sorted(FAMILIES))}")
+        raise pytest.UsageError(
+            f"--gdn-require: unknown famil{'y' if len(unknown) == 1 else 'ies'} "
+            f"{', '.join(sorted(unknown))}; expected some of {', '.join(sorted(FAMILIES))}"
+        )
     for family in sorted(required):
         try:
             FAMILIES[family].api()
@@ -230,24 +315,39 @@ def pytest_configure(config):
         settings.register_profile(profile, parent=settings.get_profile(profile), database=db)
     settings.load_profile(profile)  # Hypothesis's plugin loads it again after this hook, to the same effect
     given = config.getoption("gdn_test_seconds")
-    options = Options(isolate=config.getoption("gdn_isolate"), timeout=config.getoption("gdn_timeout"),
-                      test_seconds=given, bound_seconds=None if given else TIME_BOXES[profile],
-                      shrink_seconds=config.getoption("gdn_shrink_seconds"),
-                      examples=config.getoption("gdn_examples"), shrink=not config.getoption("gdn_no_shrink"),
-                      masks=config.getoption("gdn_masks"),
-                      live_log=Path(p) if (p := config.getoption("gdn_live_log")) else None,
-                      seed=_int_or_none(config.getoption("hypothesis_seed", None)),
-                      resume=Path(p) if (p := config.getoption("gdn_resume")) else None, kernel_cache=cache)
+    options = Options(
+        isolate=config.getoption("gdn_isolate"),
+        timeout=config.getoption("gdn_timeout"),
+        test_seconds=given,
+        bound_seconds=None if given else TIME_BOXES[profile],
+        shrink_seconds=config.getoption("gdn_shrink_seconds"),
+        examples=config.getoption("gdn_examples"),
+        shrink=not config.getoption("gdn_no_shrink"),
+        masks=config.getoption("gdn_masks"),
+        live_log=Path(p) if (p := config.getoption("gdn_live_log")) else None,
+        seed=_int_or_none(config.getoption("hypothesis_seed", None)),
+        resume=Path(p) if (p := config.getoption("gdn_resume")) else None,
+        kernel_cache=cache,
+    )
     session = config.stash[SESSION] = FuzzSession(profile, budget, options)
     config.stash[WORKERS] = Workers()
     config.pluginmanager.register(FailedTests(session), "gdn_fuzz_failed_tests")
-    examples = (f"{options.examples} examples per fuzz test (--gdn-examples)" if options.examples else
-                f"{settings.default.max_examples} examples per fuzz test (the {profile} profile's)")
-    session.report.time_box = examples + "; " + (
-        f"time box: {given:g} s per fuzz test (--gdn-test-seconds), then up to {options.shrink_seconds:g} s to shrink "
-        "what its last round found" if given else f"time bound: {options.bound_seconds:g} s per fuzz test, shrinking "
-        f"included (the {profile} profile's; --gdn-test-seconds sets a time box)")
-
+    examples = (
+        f"{options.examples} examples per fuzz test (--gdn-examples)"
+        if options.examples
+        else f"{settings.default.max_examples} examples per fuzz test (the {profile} profile's)"
+    )
+    session.report.time_box = (
+        examples
+        + "; "
+        + (
+            f"time box: {given:g} s per fuzz test (--gdn-test-seconds), then up to {options.shrink_seconds:g} s to "
+            "shrink what its last round found"
+            if given
+            else f"time bound: {options.bound_seconds:g} s per fuzz test, shrinking "
+            f"included (the {profile} profile's; --gdn-test-seconds sets a time box)"
+        )
+    )
 
 
 @pytest.hookimpl(trylast=True)
@@ -264,24 +364,31 @@ def pytest_sessionstart(session):
 
 
 # Numeric options: (the least value, whether it is allowed).
-_LEAST = {"gdn_shards": (1, True), "gdn_examples": (1, True), "gdn_test_seconds": (0, False),
-          "gdn_shrink_seconds": (0, True), "gdn_timeout": (0, False)}
+_LEAST = {
+    "gdn_shards": (1, True),
+    "gdn_examples": (1, True),
+    "gdn_test_seconds": (0, False),
+    "gdn_shrink_seconds": (0, True),
+    "gdn_timeout": (0, False),
+}
 
 
 def _check_numbers(config) -> None:
     for name, (least, allowed) in _LEAST.items():
         value = config.getoption(name, None)
         if value is not None and (value < least or value == least and not allowed):
-            raise pytest.UsageError(f"--{name.replace('_', '-')}={value:g}: expected a number "
-                                    f"{'>=' if allowed else '>'} {least}")
+            raise pytest.UsageError(
+                f"--{name.replace('_', '-')}={value:g}: expected a number {'>=' if allowed else '>'} {least}"
+            )
 
 
 def _check_paths(config) -> None:
     """Files the run writes as it goes: their directories must exist before the first example, not after it."""
     for name in ("gdn_report", "gdn_live_log", "gdn_events"):
         if (path := config.getoption(name)) and not Path(path).resolve().parent.is_dir():
-            raise pytest.UsageError(f"--{name.replace('_', '-')}={path}: no directory {Path(path).parent} to write "
-                                    "it in")
+            raise pytest.UsageError(
+                f"--{name.replace('_', '-')}={path}: no directory {Path(path).parent} to write it in"
+            )
 
 
 def _check_resume(config) -> None:
@@ -340,8 +447,11 @@ def pytest_generate_tests(metafunc):
     spec = getattr(metafunc.function, "gdn", None)
     op = spec.op if spec else None
     serving = getattr(metafunc.function, "gdn_serving", False)  # fuzz.suite.serving: every op of a target, one pool
-    if (op is None and not serving) or "target" not in metafunc.fixturenames or \
-            (session := _session(metafunc.config)) is None:
+    if (
+        (op is None and not serving)
+        or "target" not in metafunc.fixturenames
+        or (session := _session(metafunc.config)) is None
+    ):
         return
     from fuzz.targets.registry import TARGETS, targets_for
 
@@ -351,8 +461,11 @@ def pytest_generate_tests(metafunc):
         if large and not target.support.pool:
             continue  # no pool, no slot offsets to overflow
         reason = session.reason_unavailable(target)
-        masks = [] if reason else [session.masked_reason(target, o)
-                                   for o in (sorted(target.support.ops) if serving else [op])]
+        masks = (
+            []
+            if reason
+            else [session.masked_reason(target, o) for o in (sorted(target.support.ops) if serving else [op])]
+        )
         masked = bool(masks) and all(masks) and "; ".join(masks)  # serving: unavailable once every op is masked
         if large and not reason:
             reason = session.large_unavailable(target, op)
@@ -362,8 +475,10 @@ def pytest_generate_tests(metafunc):
         elif masked:
             marks.append(pytest.mark.skip(reason=f"{target.name} unavailable for {op or 'serving'}: {masked}"))
         shards = metafunc.config.getoption("gdn_shards")
-        params += [pytest.param(target, session, id=target.name if shards == 1 else f"{target.name}-shard{k}",
-                                marks=marks) for k in range(shards)]
+        params += [
+            pytest.param(target, session, id=target.name if shards == 1 else f"{target.name}-shard{k}", marks=marks)
+            for k in range(shards)
+        ]
     metafunc.parametrize(("target", "gdn_session"), params)
 
 
@@ -391,8 +506,10 @@ def pytest_pyfunc_call(pyfuncitem):
             record.corpus = str(save_failure(Path(directory), target, record.failure, session.report.environment))
             session.new_corpus.append(record.corpus)
     first = found[0].failure  # the FAILED line of pytest's short summary shows this one
-    lines = [f"{first.kind}: {first.message.splitlines()[0][:400]}",
-             f"{len(found)} distinct failure(s) of {target.name} {fn.gdn.op} (shrunk; kind x bucket x cause):"]
+    lines = [
+        f"{first.kind}: {first.message.splitlines()[0][:400]}",
+        f"{len(found)} distinct failure(s) of {target.name} {fn.gdn.op} (shrunk; kind x bucket x cause):",
+    ]
     for record in found:
         f = record.failure
         lines.append(f"  {f.kind}: {f.message.splitlines()[0][:600]}")
@@ -410,8 +527,11 @@ class FailedTests:
 
     def pytest_runtest_logreport(self, report):
         if report.failed:
-            self.session.report.errors.append(FailedTest(
-                report.nodeid, report.when, str(getattr(report.longrepr, "reprcrash", report.longrepr))[:2000]))
+            self.session.report.errors.append(
+                FailedTest(
+                    report.nodeid, report.when, str(getattr(report.longrepr, "reprcrash", report.longrepr))[:2000]
+                )
+            )
 
 
 def pytest_runtest_teardown(item):
@@ -435,9 +555,16 @@ def _complete(session: FuzzSession) -> RunReport:
         session.report.environment = environment()
     # this process ran isolated checks (an xdist controller never does: it merges)
     if (s := session.workers.stats()).calls:
-        session.report.isolation = Counter(calls=s.calls, starts=s.starts, restarts=s.restarts, crashes=s.crashes,
-                                           hangs=s.hangs, start_seconds=round(sum(s.start_seconds), 2),
-                                           first_seconds=round(sum(s.first_seconds), 2), firsts=len(s.first_seconds))
+        session.report.isolation = Counter(
+            calls=s.calls,
+            starts=s.starts,
+            restarts=s.restarts,
+            crashes=s.crashes,
+            hangs=s.hangs,
+            start_seconds=round(sum(s.start_seconds), 2),
+            first_seconds=round(sum(s.first_seconds), 2),
+            firsts=len(s.first_seconds),
+        )
     return session.report
 
 
@@ -461,8 +588,9 @@ def pytest_sessionfinish(session, exitstatus):
         ran = defaultdict(set)
         for target, op in report.examples:
             ran[target].add(op)
-        report.warm = status(ran, fuzz.options.kernel_cache.directories.values(), fuzz.profile, fuzz.budget,
-                             fuzz.options.masks)
+        report.warm = status(
+            ran, fuzz.options.kernel_cache.directories.values(), fuzz.profile, fuzz.budget, fuzz.options.masks
+        )
     if path:
         report.write(path)
         for part in found.values():
@@ -499,7 +627,11 @@ def pytest_terminal_summary(terminalreporter, config):
     for path in fuzz.new_corpus:
         terminalreporter.write_line(f"  new corpus entry: {path}")
     if fuzz.nothing_ran:
-        why = ("each one stopped before its first example (time box?)" if report.tests else
-               "every selected target is unavailable or masked, see above")
-        terminalreporter.write_line(f"gdn-fuzz: fuzz tests were selected but no example ran ({why}): exit status 5",
-                                    red=True)
+        why = (
+            "each one stopped before its first example (time box?)"
+            if report.tests
+            else "every selected target is unavailable or masked, see above"
+        )
+        terminalreporter.write_line(
+            f"gdn-fuzz: fuzz tests were selected but no example ran ({why}): exit status 5", red=True
+        )

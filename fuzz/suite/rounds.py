@@ -17,6 +17,7 @@ failure key, the keys reported. The time box (--gdn-test-seconds) bounds a test'
 it, a round is sized to end by it, and past it no case or call is checked (`may_check`), except to shrink a failure of
 the round for --gdn-shrink-seconds more.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,14 +59,32 @@ class TestRun:
     bound: float | None = None  # the profile's bound in seconds (the run report's), where no time box is given
 
     @classmethod
-    def start(cls, nodeid: str, target: Target, op: str, box: float | None = None, shrink_seconds: float = 120.0,
-              bound: float | None = None, **more) -> TestRun:
+    def start(
+        cls,
+        nodeid: str,
+        target: Target,
+        op: str,
+        box: float | None = None,
+        shrink_seconds: float = 120.0,
+        bound: float | None = None,
+        **more,
+    ) -> TestRun:
         """`box`: the time box (--gdn-test-seconds); `bound`: the profile's bound, which counts only where no box is
         given."""
         now = time.monotonic()
         bound = None if box else bound
-        return cls(nodeid, target, op, now, now + box if box else None, shrink_seconds=shrink_seconds,
-                   cap=now + bound if bound else None, box=box, bound=bound, **more)
+        return cls(
+            nodeid,
+            target,
+            op,
+            now,
+            now + box if box else None,
+            shrink_seconds=shrink_seconds,
+            cap=now + bound if bound else None,
+            box=box,
+            bound=bound,
+            **more,
+        )
 
     def running(self, now: float) -> bool:
         """Before the end of its time box and of its profile's bound: another round may start."""
@@ -103,9 +122,17 @@ class TestRun:
 
     def summary(self) -> FinishedTest:
         """The run report's record of the test (RunReport.tests)."""
-        return FinishedTest(self.target.name, self.op, self.rounds, self.checked,
-                            round(time.monotonic() - self.started, 2), self.box, self.bound, self.boxed,
-                            tuple(self.reported))
+        return FinishedTest(
+            self.target.name,
+            self.op,
+            self.rounds,
+            self.checked,
+            round(time.monotonic() - self.started, 2),
+            self.box,
+            self.bound,
+            self.boxed,
+            tuple(self.reported),
+        )
 
 
 def round_size(test: TestRun, left: int, first: int) -> int:
@@ -146,8 +173,13 @@ def phases(base: settings, test: TestRun, shrink: bool, explain: bool = True) ->
     """The phases of the test's next round: the explicit examples and the database's in its first round only,
     shrinking unless turned off (--gdn-no-shrink), the explain phase unless `explain` is False."""
     replayed = (hypothesis.Phase.explicit, hypothesis.Phase.reuse)
-    return [p for p in base.phases if (test.rounds == 0 or p not in replayed)
-            and (explain or p is not hypothesis.Phase.explain) and (shrink or p is not hypothesis.Phase.shrink)]
+    return [
+        p
+        for p in base.phases
+        if (test.rounds == 0 or p not in replayed)
+        and (explain or p is not hypothesis.Phase.explain)
+        and (shrink or p is not hypothesis.Phase.shrink)
+    ]
 
 
 def hypothesis_round(test: TestRun, run) -> list[Failure]:

@@ -14,6 +14,7 @@ Sequences run in pytest's process (the pool lives across calls), also under --gd
 process ends the run there, visibly, and the run report (rewritten after every test) keeps what the finished tests
 found. A failing call of the installed library is still re-run alone in a fresh worker process (fuzz.run.serving.Alone).
 """
+
 from __future__ import annotations
 
 import time
@@ -49,8 +50,15 @@ class ServingTest(TestRun):
     last: dict = field(default_factory=dict)  # key -> (Failure, steps, fails alone) of its last raise this round
 
     @classmethod
-    def start(cls, nodeid: str, target: Target, report: RunReport | None = None, box: float | None = None,
-              shrink_seconds: float = 120.0, bound: float | None = None) -> ServingTest:
+    def start(
+        cls,
+        nodeid: str,
+        target: Target,
+        report: RunReport | None = None,
+        box: float | None = None,
+        shrink_seconds: float = 120.0,
+        bound: float | None = None,
+    ) -> ServingTest:
         """`box`: the time box (--gdn-test-seconds); `bound`: the profile's bound where no box is given."""
         return super().start(nodeid, target, OP, box, shrink_seconds, bound, report=report)
 
@@ -100,9 +108,19 @@ class SequenceFailure:
     steps: tuple[Step, ...]
 
 
-def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: ServingTest, examples: int,
-                steps: int = STEPS, base: settings | None = None, seed_: int | None = None, shrink: bool = True,
-                timeout: float | None = None) -> list[SequenceFailure]:
+def run_serving(
+    target: Target,
+    budget: Budget,
+    bugs: tuple,
+    device: str,
+    test: ServingTest,
+    examples: int,
+    steps: int = STEPS,
+    base: settings | None = None,
+    seed_: int | None = None,
+    shrink: bool = True,
+    timeout: float | None = None,
+) -> list[SequenceFailure]:
     """Run the serving machine on `target` for `examples` sequences of up to `steps` calls, in rounds
     (fuzz.suite.rounds: each round one Hypothesis run, sized to the time box, raising only failure keys no earlier
     round reported); settings from `base` (default the active profile's). Returns each distinct failure with its
@@ -112,29 +130,58 @@ def run_serving(target: Target, budget: Budget, bugs: tuple, device: str, test: 
     machine = serving_machine(target, budget, bugs, lambda: ServingRun(target, device, test, alone=alone))
     machine._hypothesis_internal_add_digest = test.nodeid.encode()  # one database key per test, as @given tests get
     base = base or settings.default
-    return run_rounds(test, examples, FIRST_ROUND,
-                      lambda size: _round(machine, test, base, size, steps, seed_, shrink, alone, device), test.report)
+    return run_rounds(
+        test,
+        examples,
+        FIRST_ROUND,
+        lambda size: _round(machine, test, base, size, steps, seed_, shrink, alone, device),
+        test.report,
+    )
 
 
-def _round(machine, test: ServingTest, base: settings, examples: int, steps: int, seed_: int | None, shrink: bool,
-           alone: Alone, device: str) -> list[SequenceFailure]:
+def _round(
+    machine,
+    test: ServingTest,
+    base: settings,
+    examples: int,
+    steps: int,
+    seed_: int | None,
+    shrink: bool,
+    alone: Alone,
+    device: str,
+) -> list[SequenceFailure]:
     """One Hypothesis run of the machine; its new distinct failures, each with its calls deleted where it can."""
     # no explain phase: it replays variations of a shrunk sequence without a stall limit and says nothing a list of
     # calls does not
     round_phases = phases(base, test, shrink, explain=False)
     if seed_ is not None:
         machine = seed(seed_ + test.rounds)(machine)
-    raised = hypothesis_round(test, lambda: run_state_machine_as_test(
-        machine, settings=settings(base, max_examples=examples, stateful_step_count=steps, phases=round_phases)))
+    raised = hypothesis_round(
+        test,
+        lambda: run_state_machine_as_test(
+            machine, settings=settings(base, max_examples=examples, stateful_step_count=steps, phases=round_phases)
+        ),
+    )
     found, end = [], time.monotonic() + test.shrink_seconds  # deleting calls: shrink_seconds more at most
     # Each failure's last raise is its smallest: the shrinker only tries smaller ones, then replays the smallest.
     minimal = hypothesis.Phase.shrink in round_phases and test.may_check(time.monotonic())  # shrinking ran to its end
     for key in dict.fromkeys(f.key for f in raised):
-        failure, sequence, reproduced = shortest(test.target, device, test.last[key], alone,
-                                                 lambda: time.monotonic() < end) if shrink else test.last[key]
+        failure, sequence, reproduced = (
+            shortest(test.target, device, test.last[key], alone, lambda: time.monotonic() < end)
+            if shrink
+            else test.last[key]
+        )
         seconds, before = test.first_hits[key]
-        record = test.reported[key] = FailureRecord(test.nodeid, test.target.name, failure, seconds, before,
-                                                    test.hits[key], minimal=minimal, reproduced_on_rerun=reproduced)
+        record = test.reported[key] = FailureRecord(
+            test.nodeid,
+            test.target.name,
+            failure,
+            seconds,
+            before,
+            test.hits[key],
+            minimal=minimal,
+            reproduced_on_rerun=reproduced,
+        )
         if test.report is not None:
             test.report.add_failure(record)
         found.append(SequenceFailure(record, sequence))
@@ -150,14 +197,23 @@ def serving_test():
     def test_serving(target: Target, gdn_session: FuzzSession, request) -> None:
         session = gdn_session  # the target is available: fuzz.suite.plugin skips the others
         options, nodeid = session.options, request.node.nodeid
-        test = ServingTest.start(nodeid, target, session.report, options.test_seconds, options.shrink_seconds,
-                                 options.bound_seconds)
+        test = ServingTest.start(
+            nodeid, target, session.report, options.test_seconds, options.shrink_seconds, options.bound_seconds
+        )
         calls = options.examples or settings.default.max_examples
         bugs = target.serving_bugs(options.masks)  # single-call known bugs masked under every policy
         try:
-            found = run_serving(target, session.budget, bugs, target.device(session.budget.device), test,
-                                examples=max(1, calls // STEPS), shrink=options.shrink, timeout=options.timeout,
-                                seed_=options.seed if options.seed is not None else seed_of(nodeid, session.profile))
+            found = run_serving(
+                target,
+                session.budget,
+                bugs,
+                target.device(session.budget.device),
+                test,
+                examples=max(1, calls // STEPS),
+                shrink=options.shrink,
+                timeout=options.timeout,
+                seed_=options.seed if options.seed is not None else seed_of(nodeid, session.profile),
+            )
         except UnsupportedHere as e:  # the library does not support this device: unavailable, not a finding
             pytest.skip(session.unsupported_here(target, str(e)))
         if found:

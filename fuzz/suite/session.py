@@ -16,6 +16,7 @@ smallest logged case (fuzz.run.reduce) and reported, so no finding stays unshrun
 
 Under HypoFuzz, or called directly, the same test body runs without rounds or time box: every failure raises.
 """
+
 from __future__ import annotations
 
 import json
@@ -90,10 +91,15 @@ class FuzzSession:
         if target.name not in self.unavailable:
             self.unavailable[target.name] = target.unavailable_reason(self.budget.device)
             self.report.targets[target.name] = {
-                "unavailable": self.unavailable[target.name], "origin": _origin(target),
+                "unavailable": self.unavailable[target.name],
+                "origin": _origin(target),
                 "version": None if self.unavailable[target.name] else target.family.version(),
-                "ops_off": {op: why for op in sorted(target.support.ops)
-                            if not self.unavailable[target.name] and (why := self.masked_reason(target, op))}}
+                "ops_off": {
+                    op: why
+                    for op in sorted(target.support.ops)
+                    if not self.unavailable[target.name] and (why := self.masked_reason(target, op))
+                },
+            }
         return self.unavailable[target.name]
 
     def unsupported_here(self, target: Target, reason: str) -> str:
@@ -158,8 +164,11 @@ class FuzzSession:
 
     def check(self, target: Target, case: Case) -> CheckResult:
         device = target.device(self.budget.device)
-        return self.workers.check(target, case, device, self.options.timeout) if self.options.isolate else \
-            check(target, case, device)
+        return (
+            self.workers.check(target, case, device, self.options.timeout)
+            if self.options.isolate
+            else check(target, case, device)
+        )
 
     def raises(self, failure: Failure) -> bool:
         """Does this failure fail the current Hypothesis run? Not when an earlier round reported its key."""
@@ -175,14 +184,16 @@ class FuzzSession:
         """Run the fuzz test `test_fn` (fuzz_test's) in rounds; return its distinct shrunk failures."""
         if self.options.isolate:  # the worker's start (interpreter, torch, CUDA) is not the test's time
             self.workers.worker_for(target.device(self.budget.device), self.options.timeout).ensure_started()
-        test = self._test = TestRun.start(nodeid, target, op, self.options.test_seconds, self.options.shrink_seconds,
-                                          self.options.bound_seconds)
+        test = self._test = TestRun.start(
+            nodeid, target, op, self.options.test_seconds, self.options.shrink_seconds, self.options.bound_seconds
+        )
         budget = self.options.examples or settings.default.max_examples
         base_seed = self.options.seed if self.options.seed is not None else seed_of(nodeid, self.profile)
         try:
             self._resume(test)
-            run_rounds(test, budget, FIRST_ROUND, lambda examples: self._round(test, test_fn, examples, base_seed),
-                       self.report)
+            run_rounds(
+                test, budget, FIRST_ROUND, lambda examples: self._round(test, test_fn, examples, base_seed), self.report
+            )
         finally:
             self._test = None
         return list(test.reported.values())
@@ -193,9 +204,9 @@ class FuzzSession:
         # Hypothesis's pytest plugin gives each parametrized test its own database key the same way.
         inner._hypothesis_internal_add_digest = test.nodeid.encode()
         # settings outermost: @seed applied last would turn the example database off.
-        run = settings(settings.default, max_examples=examples,
-                       phases=phases(settings.default, test, self.options.shrink))(
-            seed(base_seed + test.rounds)(given(data=st.data())(inner)))
+        run = settings(
+            settings.default, max_examples=examples, phases=phases(settings.default, test, self.options.shrink)
+        )(seed(base_seed + test.rounds)(given(data=st.data())(inner)))
         for failure in hypothesis_round(test, lambda: run(target=test.target, gdn_session=self)):
             self._reported(test, failure)
         return []
@@ -208,8 +219,15 @@ class FuzzSession:
         if self.options.isolate and failure.kind == "KernelCrash":
             failure = attributed(test.target, failure, test.target.device(self.budget.device), self.options.timeout)
         seconds, before = test.first_hits.get(failure.key, (time.monotonic() - test.started, test.checked))
-        record = FailureRecord(test.nodeid, test.target.name, failure, seconds, before,
-                               test.hits.get(failure.key, 1), minimal=self.options.shrink)
+        record = FailureRecord(
+            test.nodeid,
+            test.target.name,
+            failure,
+            seconds,
+            before,
+            test.hits.get(failure.key, 1),
+            minimal=self.options.shrink,
+        )
         record.reproduced_on_rerun = self.check(test.target, failure.case).failure is not None
         test.reported[failure.key] = record
         self.report.add_failure(record)
@@ -227,6 +245,7 @@ class FuzzSession:
     def _finish_shrink(self, test: TestRun, key: FailureKey, logged: Case) -> None:
         """Reduce a logged failure with this session's check, for at most --gdn-shrink-seconds, and report it; the
         failure key must stay the same. A logged case that no longer fails so is left to the rounds."""
+
         def failure_of(case: Case) -> Failure | None:
             result = self.example(test.target, test.op, case)
             failure = None if result is None else result.failure
@@ -236,12 +255,17 @@ class FuzzSession:
         deadline = test.round_failed_at + self.options.shrink_seconds
         if failure_of(logged) is None:
             return
-        smallest, checks = reduce(logged, lambda case: failure_of(case) is not None,
-                                  lambda: time.monotonic() < deadline)
+        smallest, checks = reduce(
+            logged, lambda case: failure_of(case) is not None, lambda: time.monotonic() < deadline
+        )
         finished = time.monotonic() < deadline  # its last pass accepted nothing, before the cap
-        self._reported(test, failure_of(smallest).with_notes(
-            f"shrunk by fuzz.run.reduce from {logged!r} (an earlier run's cut-off shrink): {checks} checks"
-            + ("" if finished else ", cut off by --gdn-shrink-seconds")))
+        self._reported(
+            test,
+            failure_of(smallest).with_notes(
+                f"shrunk by fuzz.run.reduce from {logged!r} (an earlier run's cut-off shrink): {checks} checks"
+                + ("" if finished else ", cut off by --gdn-shrink-seconds")
+            ),
+        )
         test.reported[key].minimal = finished  # the reducer's shrink, which --gdn-no-shrink does not turn off
 
 
@@ -255,8 +279,12 @@ def resumable(live: Path, target: str, op: str) -> dict[FailureKey, Case]:
     smallest: dict[FailureKey, Case] = {}
     for logged in live_log(live):
         case, key = logged.case, logged.key
-        if logged.target == target and case.op == op and key not in done and \
-                (key not in smallest or case.size_key() < smallest[key].size_key()):
+        if (
+            logged.target == target
+            and case.op == op
+            and key not in done
+            and (key not in smallest or case.size_key() < smallest[key].size_key())
+        ):
             smallest[key] = case
     return smallest
 

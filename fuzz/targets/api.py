@@ -17,6 +17,7 @@ Two rules keep it so:
 `inspect.signature` follows `functools.wraps` (FlashInfer's @flashinfer_api keeps it), so a decorated function shows
 its own parameters; a function taking **kwargs accepts every keyword.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -70,8 +71,9 @@ def is_neutral(value: Any, neutral: Iterable[Any] = ()) -> bool:
     return plain and any(type(value) is type(n) and value == n for n in neutral)
 
 
-def keywords(fn: Callable, values: Mapping[str, Any], neutral: Mapping[str, Iterable[Any]] | None = None,
-             name: str | None = None) -> dict[str, Any]:
+def keywords(
+    fn: Callable, values: Mapping[str, Any], neutral: Mapping[str, Iterable[Any]] | None = None, name: str | None = None
+) -> dict[str, Any]:
     """The keyword arguments to call fn with: `values` less the keywords fn lacks whose value is neutral (see
     is_neutral; `neutral` adds per-keyword library defaults). A non-neutral value for a missing keyword raises
     AdapterError naming the function and the keyword."""
@@ -83,8 +85,10 @@ def keywords(fn: Callable, values: Mapping[str, Any], neutral: Mapping[str, Iter
         elif not is_neutral(value, neutral.get(key, ())):
             missing.append(key)
     if missing:
-        raise AdapterError(f"{name or getattr(fn, '__name__', fn)} has no keyword {', '.join(missing)}, which this "
-                           "case needs: the target's release_support should have kept such cases from being drawn")
+        raise AdapterError(
+            f"{name or getattr(fn, '__name__', fn)} has no keyword {', '.join(missing)}, which this "
+            "case needs: the target's release_support should have kept such cases from being drawn"
+        )
     return out
 
 

@@ -6,6 +6,7 @@ functions come from: the installed library, or an override module (`--gdn-target
 exposing the same API, which then runs on the profile's device (CPU in the CPU profiles). A module that reports a
 release (`__version__`) is held to that release's contract (fuzz.targets.contract), installed or given as an override.
 """
+
 from __future__ import annotations
 
 import dataclasses

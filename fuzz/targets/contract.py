@@ -10,6 +10,7 @@ has no row: only the adapter's own Support limits it. The CPU stand-in checks ca
 
 A precondition is a contract, never tolerance slack: a call outside it is rejected by the release, so it is not drawn.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,10 +41,16 @@ class Contract:
         """`sup` (a fuzz.model.support.Support) inside this contract: head dims and state dtypes intersected (set
         where the Support leaves them to the profile), max_T lowered, arch the release's (none on a CPU stand-in)."""
         if self.head_dims is not None:
-            sup = dataclasses.replace(sup, head_dims=self.head_dims) if sup.head_dims is None else \
-                sup.narrowed(head_dims=self.head_dims)
-        limits = {name: value for name, value in (("state_dtypes", self.state_dtypes), ("max_T", self.max_T))
-                  if value is not None}
+            sup = (
+                dataclasses.replace(sup, head_dims=self.head_dims)
+                if sup.head_dims is None
+                else sup.narrowed(head_dims=self.head_dims)
+            )
+        limits = {
+            name: value
+            for name, value in (("state_dtypes", self.state_dtypes), ("max_T", self.max_T))
+            if value is not None
+        }
         sup = sup.narrowed(**limits)
         return dataclasses.replace(sup, arch=() if runs_on == CPU else self.arch)
 

@@ -20,6 +20,7 @@ What each release's signatures give (research §1):
   * chunk_gated_delta_rule: `state_indices` from 0.6.16 (routed on SM90 from 0.7.0), `backend` from 0.7.0,
     `output_state_indices` (so -1 padding) in 0.7.4; without it the target draws identity slots only.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,14 +51,23 @@ FLAGS = {
     "nontranspose": (("_NONTRANSPOSE_AVAILABLE", ">=0.6.7"),),
     "mtp": (("_MTP_AVAILABLE", ">=0.6.7"),),
 }
-KERNELS = {"flashinfer.pretranspose.fp32": "pretranspose", "flashinfer.bf16": "bf16",
-           "flashinfer.decode.kmajor": "nontranspose", "flashinfer.mtp.fp32": "mtp", "flashinfer.replayssm": "mtp"}
+KERNELS = {
+    "flashinfer.pretranspose.fp32": "pretranspose",
+    "flashinfer.bf16": "bf16",
+    "flashinfer.decode.kmajor": "nontranspose",
+    "flashinfer.mtp.fp32": "mtp",
+    "flashinfer.replayssm": "mtp",
+}
 # Backends a release without the `backend` keyword runs anyway (it has only FlashInfer's own kernels).
 NEUTRAL = {"backend": ("auto", "flashinfer")}
 # The SM90 prefill of 0.6.5 .. 0.6.13 is CUDA C++ that flashinfer.jit.gdn renders and builds with nvcc at the first
 # call, from these files of the wheel's flashinfer/data (not in a pruned bundle).
-PREFILL_CXX_SOURCES = ("csrc/gdn_prefill_sm90_kernel_inst.jinja", "csrc/gdn_prefill_launcher.cu",
-                       "csrc/prefill_kernel_delta_rule_sm90.cu", "include/flashinfer/flat")
+PREFILL_CXX_SOURCES = (
+    "csrc/gdn_prefill_sm90_kernel_inst.jinja",
+    "csrc/gdn_prefill_launcher.cu",
+    "csrc/prefill_kernel_delta_rule_sm90.cu",
+    "include/flashinfer/flat",
+)
 
 
 class FlashInferFamily(Family):
@@ -103,8 +113,10 @@ def _load_prefill(version: str):
     names = (f"chunk_gated_delta_rule_sm{major}0", f"cp_delta_rule_dsl_sm{major}0") if major else ()
     off = [name for name in names if getattr(module, name, True) is None]
     if off:
-        return Unavailable(f"flashinfer {version}: prefill kernels failed to import ({', '.join(off)} is None); "
-                           "check nvidia-cutlass-dsl and cuda-bindings")
+        return Unavailable(
+            f"flashinfer {version}: prefill kernels failed to import ({', '.join(off)} is None); "
+            "check nvidia-cutlass-dsl and cuda-bindings"
+        )
     return module
 
 
@@ -164,11 +176,16 @@ class FlashInferTarget(Target):
         if fn is None:  # unavailable_reason names the missing function
             return Plan()
         here = where(self.family)
-        off = [flag for flag, spec in FLAGS.get(KERNELS.get(self.path), ())
-               if self.held(spec) and getattr(api, flag, True) is not True]
+        off = [
+            flag
+            for flag, spec in FLAGS.get(KERNELS.get(self.path), ())
+            if self.held(spec) and getattr(api, flag, True) is not True
+        ]
         if off:
-            return Plan(reason=f"flashinfer {self.family.version()}: kernels failed to import ({', '.join(off)} is "
-                               "False); check nvidia-cutlass-dsl and apache-tvm-ffi")
+            return Plan(
+                reason=f"flashinfer {self.family.version()}: kernels failed to import ({', '.join(off)} is "
+                "False); check nvidia-cutlass-dsl and apache-tvm-ffi"
+            )
         for name, needed in self.essential.items():
             other = getattr(api, name, None)
             missing = lacks(other, needed) if other is not None else []
@@ -205,36 +222,64 @@ class FlashInferTarget(Target):
         (bf16 state 0.6.11+: ILP4 or wide_vec by B*HV; fp32 MTP: inline or warp-specialized; K-major: small or big
         batch; SM90 prefill: context-parallel or chunked): one bug in one kernel stays apart from another in the
         other."""
-        return dispatch.variant(self.path, self.release(), case.B, case.H, case.HV, case.T, bool(case.inter_rows),
-                                case.update, dispatch.num_sms())
+        return dispatch.variant(
+            self.path,
+            self.release(),
+            case.B,
+            case.H,
+            case.HV,
+            case.T,
+            bool(case.inter_rows),
+            case.update,
+            dispatch.num_sms(),
+        )
 
     # ---- the call ------------------------------------------------------------------------------------------------
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
         """Mapped by the function called (the backend is the target's): several paths share one function."""
         api, function, plan = self.api(), self.needs[0], self.plan()
         fn = getattr(api, function)
-        values = dict(q=t.q, k=t.k, v=t.v, A_log=t.A_log, a=t.a, dt_bias=t.dt_bias, b=t.b, scale=case.scale,
-                      output=t.output.view if case.output_given else None, use_qk_l2norm=case.l2norm,
-                      backend=self.backend)
+        values = dict(
+            q=t.q,
+            k=t.k,
+            v=t.v,
+            A_log=t.A_log,
+            a=t.a,
+            dt_bias=t.dt_bias,
+            b=t.b,
+            scale=case.scale,
+            output=t.output.view if case.output_given else None,
+            use_qk_l2norm=case.l2norm,
+            backend=self.backend,
+        )
         if function == KMAJOR:  # K-major, no pool: the state is [B, HV, K, V] itself
             values.update(state=t.pool.view)
         elif function == MTP:
             # ssm_state_indices is int32-only (asserted), whatever dtype the other indices have.
             values.update(
-                initial_state=t.pool.view, initial_state_indices=t.read_slots, output_state_indices=t.write_slots,
+                initial_state=t.pool.view,
+                initial_state_indices=t.read_slots,
+                output_state_indices=t.write_slots,
                 intermediate_states_buffer=None if t.inter is None else t.inter.view,
                 ssm_state_indices=None if t.token_slots is None else t.token_slots.to(torch.int32),
-                disable_state_update=not case.update)
+                disable_state_update=not case.update,
+            )
         else:
             if plan.pool:
-                values.update(state=None, initial_state=t.pool.view, initial_state_indices=t.read_slots,
-                              output_state_indices=t.write_slots)
+                values.update(
+                    state=None,
+                    initial_state=t.pool.view,
+                    initial_state_indices=t.read_slots,
+                    output_state_indices=t.write_slots,
+                )
             else:  # no pool on this release: the pool of B identity slots is the batch's state [B, HV, V, K]
                 _identity(case)
                 values.update(state=t.pool.view)
             if case.T > 1:  # T = 1 takes neither (0.7.0+ raise ValueError for a buffer or disable_state_update)
-                values.update(intermediate_states_buffer=None if t.inter is None else t.inter.view,
-                              disable_state_update=not case.update)
+                values.update(
+                    intermediate_states_buffer=None if t.inter is None else t.inter.view,
+                    disable_state_update=not case.update,
+                )
         out, _ = fn(**keywords(fn, values, NEUTRAL, function))
         return out
 
@@ -297,10 +342,21 @@ class FlashInferPrefill(FlashInferTarget):
             q, k, l2norm = l2normalized(q), l2normalized(k), False
         # g goes in as linear alpha = exp(g), fp32: what the chunked kernels read on every release (0.7.4's
         # gate_domain="log" does the same exp on the host).
-        values = dict(q=q, k=k, v=t.v, g=torch.exp(t.g), beta=t.beta, scale=case.scale, initial_state=t.pool.view,
-                      output_final_state=True, cu_seqlens=t.cu_seqlens, use_qk_l2norm_in_kernel=l2norm,
-                      output=t.output.view if case.output_given else None, output_state=t.pool.view,
-                      backend=self.backend)
+        values = dict(
+            q=q,
+            k=k,
+            v=t.v,
+            g=torch.exp(t.g),
+            beta=t.beta,
+            scale=case.scale,
+            initial_state=t.pool.view,
+            output_final_state=True,
+            cu_seqlens=t.cu_seqlens,
+            use_qk_l2norm_in_kernel=l2norm,
+            output=t.output.view if case.output_given else None,
+            output_state=t.pool.view,
+            backend=self.backend,
+        )
         if plan.pool:
             # Index -1 is legal only with output_state_indices (read -1: zero state, write -1: no store). Without
             # padding the plain in-place pool mode runs: it alone may take the context-parallel route on SM90.
@@ -321,45 +377,96 @@ def _cxx_prefill_missing(version: str) -> str | None:
         return f"unavailable on this release: the SM90 prefill JIT-compiles CUDA C++ ({e}; {DISTRIBUTION} {version})"
     absent = [name for name in PREFILL_CXX_SOURCES if not (data / name).exists()]
     if absent:
-        return (f"unavailable on this release: the SM90 prefill JIT-compiles CUDA C++ from flashinfer/data, and "
-                f"{', '.join(absent)} are absent under {data} (a pruned install; {DISTRIBUTION} {version})")
+        return (
+            f"unavailable on this release: the SM90 prefill JIT-compiles CUDA C++ from flashinfer/data, and "
+            f"{', '.join(absent)} are absent under {data} (a pruned install; {DISTRIBUTION} {version})"
+        )
     try:
         nvcc = os.path.join(import_or_unavailable("flashinfer.jit.cpp_ext", HINT).get_cuda_path(), "bin", "nvcc")
     except (Unavailable, RuntimeError, AttributeError) as e:
         return f"unavailable on this release: the SM90 prefill compiles with nvcc at its first call: {e}"
     if not os.path.isfile(nvcc):
-        return (f"unavailable on this release: the SM90 prefill compiles with nvcc at its first call; {nvcc} does not "
-                "exist (set CUDA_HOME)")
+        return (
+            f"unavailable on this release: the SM90 prefill compiles with nvcc at its first call; {nvcc} does not "
+            "exist (set CUDA_HOME)"
+        )
     return None
 
 
 # Inputs: q, k, v fp16 or bf16 on every release (asserted). The kernels consume them as bf16: by value from 0.7.2
 # (pretranspose fp32), 0.6.18 (MTP, bf16 state); earlier they reinterpret fp16 bits (a bug, not a contract).
-_POOL = Support(ops=frozenset({"decode"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128,
-                split_write=True, strided_pool=True, output_optional=True, arch=SM90_PLUS)
+_POOL = Support(
+    ops=frozenset({"decode"}),
+    state_dtypes=("fp32",),
+    input_dtypes=("bf16", "fp16"),
+    head_dims=HEAD_128,
+    split_write=True,
+    strided_pool=True,
+    output_optional=True,
+    arch=SM90_PLUS,
+)
 TARGETS = (
     FlashInferTarget("flashinfer-pretranspose-fp32", "flashinfer.pretranspose.fp32", _POOL, PRETRANSPOSE),
-    FlashInferTarget("flashinfer-bf16", "flashinfer.bf16", dataclasses.replace(
-        _POOL, ops=frozenset({"decode", "verify"}), state_dtypes=("bf16",), intermediate=True, no_update=True,
-        exact_rows=True, verify_min_T=2,  # verify T=1 is the decode kernel: no verify flags
-        # a leading view cache[:, :T] of a longer cache is a documented input (0.7.4 _flatten_intermediate_cache_view);
-        # 0.7.0 .. 0.7.2.post1 copy a non-contiguous buffer and lose its writes (a bug to find, not a limit)
-        sliced_intermediate=True), PRETRANSPOSE),
+    FlashInferTarget(
+        "flashinfer-bf16",
+        "flashinfer.bf16",
+        dataclasses.replace(
+            _POOL,
+            ops=frozenset({"decode", "verify"}),
+            state_dtypes=("bf16",),
+            intermediate=True,
+            no_update=True,
+            exact_rows=True,
+            verify_min_T=2,  # verify T=1 is the decode kernel: no verify flags
+            # a leading view cache[:, :T] of a longer cache is a documented input (0.7.4
+            # _flatten_intermediate_cache_view); 0.7.0 .. 0.7.2.post1 copy a non-contiguous buffer and lose its writes
+            # (a bug to find, not a limit)
+            sliced_intermediate=True,
+        ),
+        PRETRANSPOSE,
+    ),
     # K-major fp32 decode (V % 32 == 0, K, V >= 128); non-contiguous state is copied and copied back.
-    FlashInferTarget("flashinfer-decode-kmajor", "flashinfer.decode.kmajor", dataclasses.replace(
-        _POOL, layouts=("kv",), pool=False, split_write=False), KMAJOR),
-    FlashInferTarget("flashinfer-mtp-fp32", "flashinfer.mtp.fp32", dataclasses.replace(
-        _POOL, ops=frozenset({"decode", "verify"}), intermediate=True, sliced_intermediate=True, token_slots=True,
-        no_update=True), MTP),
+    FlashInferTarget(
+        "flashinfer-decode-kmajor",
+        "flashinfer.decode.kmajor",
+        dataclasses.replace(_POOL, layouts=("kv",), pool=False, split_write=False),
+        KMAJOR,
+    ),
+    FlashInferTarget(
+        "flashinfer-mtp-fp32",
+        "flashinfer.mtp.fp32",
+        dataclasses.replace(
+            _POOL,
+            ops=frozenset({"decode", "verify"}),
+            intermediate=True,
+            sliced_intermediate=True,
+            token_slots=True,
+            no_update=True,
+        ),
+        MTP,
+    ),
     # SM90 chunked prefill (delta_rule_sm90.py): one head size D = K = V = 128, fp16/bf16 q/k/v and output alike,
     # at least one token per call ("max_seqlen must be positive": a stated precondition, seen on the H200),
     # HV = ratio * H; a strided pool is fine (only its inner strides enter the compile key). gdn_prefill.py
     # dispatches majors 8, 9, 10 (CUDA 13) and 12; 11 raises.
-    FlashInferPrefill("flashinfer-prefill-chunk", "flashinfer.prefill.chunk", Support(
-        ops=frozenset({"prefill"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128,
-        split_write=True, strided_pool=True, empty_prefill=False, output_optional=True, arch=PREFILL_ARCH,
-        # The chunk kernel inverts I + beta*tril(K K^T) in fp16: it needs unit-norm keys, so callers with
-        # use_qk_l2norm_in_kernel=False pass l2-normalized q, k (FlashInfer's tests do). Raw keys overflow that
-        # inverse to NaN (H200: T=12 fp16, T=130 bf16), outside the kernel's domain: only in-kernel l2norm is drawn.
-        l2norm_off=False), CHUNK),
+    FlashInferPrefill(
+        "flashinfer-prefill-chunk",
+        "flashinfer.prefill.chunk",
+        Support(
+            ops=frozenset({"prefill"}),
+            state_dtypes=("fp32",),
+            input_dtypes=("bf16", "fp16"),
+            head_dims=HEAD_128,
+            split_write=True,
+            strided_pool=True,
+            empty_prefill=False,
+            output_optional=True,
+            arch=PREFILL_ARCH,
+            # The chunk kernel inverts I + beta*tril(K K^T) in fp16: it needs unit-norm keys, so callers with
+            # use_qk_l2norm_in_kernel=False pass l2-normalized q, k (FlashInfer's tests do). Raw keys overflow that
+            # inverse to NaN (H200: T=12 fp16, T=130 bf16), outside the kernel's domain: only in-kernel l2norm is drawn.
+            l2norm_off=False,
+        ),
+        CHUNK,
+    ),
 )

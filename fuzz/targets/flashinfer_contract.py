@@ -12,6 +12,7 @@ Read in the wheels (shared/research/flashinfer_gdn.md §3, docs/research/dispatc
 Only K = V = 128 is written as the head dims: the fuzzer keeps to the shipped paths (other sizes >= 128 the fp32
 asserts let through are not drawn on real GPUs either).
 """
+
 from __future__ import annotations
 
 from fuzz.targets.contract import Contract
@@ -23,24 +24,80 @@ CAKE_ARCH = (10,)
 REPLAYSSM_ARCH = (10, 12)
 
 CONTRACTS: tuple[Contract, ...] = (
-    Contract("flashinfer.pretranspose.fp32", ">=0.6.5", HEAD_128, ("fp32",), arch=SM90_PLUS,
-             why="fp32 asserts K >= 128, V >= 128; CuTe DSL for SM90+"),
-    Contract("flashinfer.bf16", ">=0.6.8", HEAD_128, ("bf16",), arch=SM90_PLUS,
-             why="bf16-state kernels only at K = V = 128 (elsewhere the fp32 asserts reject the bf16 state)"),
-    Contract("flashinfer.bf16", ">=0.6.5,<0.6.8", HEAD_128, ("bf16",), max_T=4, arch=SM90_PLUS,
-             why="bf16-state kernels only at K = V = 128 and for T in 1..4"),
-    Contract("flashinfer.decode.kmajor", ">=0.6.5", HEAD_128, ("fp32",), arch=SM90_PLUS,
-             why="K-major fp32: K, V >= 128, V % 32 == 0, T = 1"),
-    Contract("flashinfer.mtp.fp32", ">=0.6.5", HEAD_128, ("fp32",), arch=SM90_PLUS,
-             why="fp32 MTP: K = V = 128 kernels"),
-    Contract("flashinfer.prefill.chunk", ">=0.6.5", HEAD_128, ("fp32",), arch=PREFILL_ARCH,
-             why="chunked prefill: one head size D = K = V = 128; majors 9, 10, 12"),
-    Contract("flashinfer.cake.bf16", ">=0.7.4", HEAD_128, ("bf16",), arch=CAKE_ARCH,
-             why="Cake manifest rows: K = V = 128, compute capability 10.x"),
-    Contract("flashinfer.cake.fp32", ">=0.7.4", HEAD_128, ("fp32",), arch=CAKE_ARCH,
-             why="Cake manifest rows: K = V = 128, compute capability 10.x"),
-    Contract("flashinfer.cake.kmajor", ">=0.7.4", HEAD_128, ("fp32",), arch=CAKE_ARCH,
-             why="Cake manifest rows: K = V = 128, compute capability 10.x"),
-    Contract("flashinfer.replayssm", ">=0.7.4", HEAD_128, ("fp32",), arch=REPLAYSSM_ARCH,
-             why="ReplaySSM: K = V = 128, SM100 / SM103 / SM120"),
+    Contract(
+        "flashinfer.pretranspose.fp32",
+        ">=0.6.5",
+        HEAD_128,
+        ("fp32",),
+        arch=SM90_PLUS,
+        why="fp32 asserts K >= 128, V >= 128; CuTe DSL for SM90+",
+    ),
+    Contract(
+        "flashinfer.bf16",
+        ">=0.6.8",
+        HEAD_128,
+        ("bf16",),
+        arch=SM90_PLUS,
+        why="bf16-state kernels only at K = V = 128 (elsewhere the fp32 asserts reject the bf16 state)",
+    ),
+    Contract(
+        "flashinfer.bf16",
+        ">=0.6.5,<0.6.8",
+        HEAD_128,
+        ("bf16",),
+        max_T=4,
+        arch=SM90_PLUS,
+        why="bf16-state kernels only at K = V = 128 and for T in 1..4",
+    ),
+    Contract(
+        "flashinfer.decode.kmajor",
+        ">=0.6.5",
+        HEAD_128,
+        ("fp32",),
+        arch=SM90_PLUS,
+        why="K-major fp32: K, V >= 128, V % 32 == 0, T = 1",
+    ),
+    Contract(
+        "flashinfer.mtp.fp32", ">=0.6.5", HEAD_128, ("fp32",), arch=SM90_PLUS, why="fp32 MTP: K = V = 128 kernels"
+    ),
+    Contract(
+        "flashinfer.prefill.chunk",
+        ">=0.6.5",
+        HEAD_128,
+        ("fp32",),
+        arch=PREFILL_ARCH,
+        why="chunked prefill: one head size D = K = V = 128; majors 9, 10, 12",
+    ),
+    Contract(
+        "flashinfer.cake.bf16",
+        ">=0.7.4",
+        HEAD_128,
+        ("bf16",),
+        arch=CAKE_ARCH,
+        why="Cake manifest rows: K = V = 128, compute capability 10.x",
+    ),
+    Contract(
+        "flashinfer.cake.fp32",
+        ">=0.7.4",
+        HEAD_128,
+        ("fp32",),
+        arch=CAKE_ARCH,
+        why="Cake manifest rows: K = V = 128, compute capability 10.x",
+    ),
+    Contract(
+        "flashinfer.cake.kmajor",
+        ">=0.7.4",
+        HEAD_128,
+        ("fp32",),
+        arch=CAKE_ARCH,
+        why="Cake manifest rows: K = V = 128, compute capability 10.x",
+    ),
+    Contract(
+        "flashinfer.replayssm",
+        ">=0.7.4",
+        HEAD_128,
+        ("fp32",),
+        arch=REPLAYSSM_ARCH,
+        why="ReplaySSM: K = V = 128, SM100 / SM103 / SM120",
+    ),
 )

@@ -19,6 +19,7 @@ fp32 checkpoint frozen, writes the output and caches the raw window (v, pre-norm
 sigmoid-beta as fp32) in per-pool-slot buffers; commit replays the first accept_lens[n] tokens of the window into
 pool[slot]. ReplaySSMTarget maps this onto the oracle's mtp_verify (see its docstring).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,11 +56,19 @@ class CakeTarget(FlashInferTarget):
             return reason
         api = self.api()
         if self.overridden:  # an override that accepts backend="cake_gdn" without modelling it must not be judged
-            return None if hasattr(api, "CakeGDNUnsupportedError") else (
-                f"override {self.family.override} does not model the Cake backend (exports no CakeGDNUnsupportedError)")
+            return (
+                None
+                if hasattr(api, "CakeGDNUnsupportedError")
+                else (
+                    f"override {self.family.override} does not model the Cake backend "
+                    "(exports no CakeGDNUnsupportedError)"
+                )
+            )
         if getattr(api, "_CAKE_GDN_AVAILABLE", False) is not True:
-            return (f"flashinfer {self.family.version()}: the Cake GDN backend failed to import "
-                    "(_CAKE_GDN_AVAILABLE is False)")
+            return (
+                f"flashinfer {self.family.version()}: the Cake GDN backend failed to import "
+                "(_CAKE_GDN_AVAILABLE is False)"
+            )
         capability = torch.cuda.get_device_capability()
         if capability not in CAKE_CAPABILITIES:
             return f"Cake GDN compiles for compute capability {CAKE_CAPABILITIES} only; this GPU is {capability}"
@@ -95,9 +104,16 @@ class ReplaySSMTarget(FlashInferTarget):
         super().__init__(name, path, support, "gated_delta_rule_mtp")
         self.needs = ("gated_delta_rule_mtp", "gated_delta_rule_replayssm_commit")
         # ReplaySSM's keywords (0.7.2+): a release without them cannot run this target at all
-        self.essential = {"gated_delta_rule_mtp": ("cache_replayssm", "replayssm_rawv", "replayssm_rawk", "replayssm_g",
-                                                   "replayssm_beta"),
-                          "gated_delta_rule_replayssm_commit": ("use_qk_l2norm", "backend")}
+        self.essential = {
+            "gated_delta_rule_mtp": (
+                "cache_replayssm",
+                "replayssm_rawv",
+                "replayssm_rawk",
+                "replayssm_g",
+                "replayssm_beta",
+            ),
+            "gated_delta_rule_replayssm_commit": ("use_qk_l2norm", "backend"),
+        }
 
     def unavailable_reason(self, profile_device: str) -> str | None:
         reason = super().unavailable_reason(profile_device)
@@ -120,17 +136,36 @@ class ReplaySSMTarget(FlashInferTarget):
             replayssm_rawv=torch.full((P, HV, T, case.V), nan, dtype=torch.bfloat16, device=dev),
             replayssm_rawk=torch.full((P, H, T, case.K), nan, dtype=torch.bfloat16, device=dev),
             replayssm_g=torch.full((P, HV, T), nan, dtype=torch.float32, device=dev),
-            replayssm_beta=torch.full((P, HV, T), nan, dtype=torch.float32, device=dev))
+            replayssm_beta=torch.full((P, HV, T), nan, dtype=torch.float32, device=dev),
+        )
         out, _ = api.gated_delta_rule_mtp(
-            q=t.q, k=t.k, v=t.v, initial_state=t.pool.view, initial_state_indices=t.read_slots, A_log=t.A_log, a=t.a,
-            dt_bias=t.dt_bias, b=t.b, scale=case.scale, output=t.output.view, disable_state_update=True,
-            use_qk_l2norm=case.l2norm, cache_replayssm=True, **windows)
+            q=t.q,
+            k=t.k,
+            v=t.v,
+            initial_state=t.pool.view,
+            initial_state_indices=t.read_slots,
+            A_log=t.A_log,
+            a=t.a,
+            dt_bias=t.dt_bias,
+            b=t.b,
+            scale=case.scale,
+            output=t.output.view,
+            disable_state_update=True,
+            use_qk_l2norm=case.l2norm,
+            cache_replayssm=True,
+            **windows,
+        )
         layered = [w.unsqueeze(0) for w in windows.values()]  # commit takes [layers, slots, ...]: one layer
 
         def commit(checkpoint, caches, slots, accept):
             api.gated_delta_rule_replayssm_commit(
-                checkpoint, *caches, slots, torch.full((slots.shape[0],), accept, dtype=torch.int32, device=dev),
-                use_qk_l2norm=case.l2norm, backend=self.commit_backend)
+                checkpoint,
+                *caches,
+                slots,
+                torch.full((slots.shape[0],), accept, dtype=torch.int32, device=dev),
+                use_qk_l2norm=case.l2norm,
+                backend=self.commit_backend,
+            )
 
         if t.inter is not None:  # before the main commit, which moves the pool on
             rows = (t.read_slots >= 0).nonzero().squeeze(1)
@@ -147,23 +182,61 @@ class ReplaySSMTarget(FlashInferTarget):
         return out
 
 
-_CAKE = Support(ops=frozenset({"decode"}), state_dtypes=("bf16",), input_dtypes=("bf16",), index_dtypes=("i32",),
-                head_dims=HEAD_128, split_write=True, strided_pool=True, l2norm_off=False, arch=CAKE_ARCH)
+_CAKE = Support(
+    ops=frozenset({"decode"}),
+    state_dtypes=("bf16",),
+    input_dtypes=("bf16",),
+    index_dtypes=("i32",),
+    head_dims=HEAD_128,
+    split_write=True,
+    strided_pool=True,
+    l2norm_off=False,
+    arch=CAKE_ARCH,
+)
 TARGETS = (
     # bf16 pool: packed inner dims, any slot stride (the shim passes stride(0)); int32 read and write slots.
-    CakeTarget("flashinfer-cake-bf16", "flashinfer.cake.bf16", dataclasses.replace(_CAKE, heads=CAKE_BF16_T1_HEADS),
-               "gated_delta_rule_decode_pretranspose"),
+    CakeTarget(
+        "flashinfer-cake-bf16",
+        "flashinfer.cake.bf16",
+        dataclasses.replace(_CAKE, heads=CAKE_BF16_T1_HEADS),
+        "gated_delta_rule_decode_pretranspose",
+    ),
     # fp32 pool at T = 1: q, k, v, a, b, the pool, A_log and dt_bias must all be contiguous.
-    CakeTarget("flashinfer-cake-fp32", "flashinfer.cake.fp32", dataclasses.replace(
-        _CAKE, state_dtypes=("fp32",), strided_pool=False, heads=CAKE_FP32_T1_HEADS),
-        "gated_delta_rule_decode_pretranspose"),
+    CakeTarget(
+        "flashinfer-cake-fp32",
+        "flashinfer.cake.fp32",
+        dataclasses.replace(_CAKE, state_dtypes=("fp32",), strided_pool=False, heads=CAKE_FP32_T1_HEADS),
+        "gated_delta_rule_decode_pretranspose",
+    ),
     # K-major fp32 state [B, HV, K, V], no pool: every tensor contiguous.
-    CakeTarget("flashinfer-cake-kmajor", "flashinfer.cake.kmajor", dataclasses.replace(
-        _CAKE, state_dtypes=("fp32",), layouts=("kv",), pool=False, split_write=False, strided_pool=False,
-        heads=CAKE_KMAJOR_T1_HEADS), "gated_delta_rule_decode"),
+    CakeTarget(
+        "flashinfer-cake-kmajor",
+        "flashinfer.cake.kmajor",
+        dataclasses.replace(
+            _CAKE,
+            state_dtypes=("fp32",),
+            layouts=("kv",),
+            pool=False,
+            split_write=False,
+            strided_pool=False,
+            heads=CAKE_KMAJOR_T1_HEADS,
+        ),
+        "gated_delta_rule_decode",
+    ),
     # K = V = 128, T >= 3, fp32 checkpoint (contiguous: the commit requires it), fp16/bf16 inputs, int32/int64 verify
     # slots (the commit's are int32: converted), no write indices (verify is frozen).
-    ReplaySSMTarget("flashinfer-replayssm", "flashinfer.replayssm", Support(
-        ops=frozenset({"verify"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128,
-        verify_min_T=3, intermediate=True, no_update=True, arch=REPLAYSSM_ARCH)),
+    ReplaySSMTarget(
+        "flashinfer-replayssm",
+        "flashinfer.replayssm",
+        Support(
+            ops=frozenset({"verify"}),
+            state_dtypes=("fp32",),
+            input_dtypes=("bf16", "fp16"),
+            head_dims=HEAD_128,
+            verify_min_T=3,
+            intermediate=True,
+            no_update=True,
+            arch=REPLAYSSM_ARCH,
+        ),
+    ),
 )

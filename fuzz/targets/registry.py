@@ -1,4 +1,5 @@
 """The target registry: every adapter, grouped by library family."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -33,8 +34,10 @@ def overridden(overrides: dict[str, str]):
     library; every family goes back to what it was after. An unknown family raises ValueError on entering."""
     unknown = set(overrides) - set(FAMILIES)
     if unknown:
-        raise ValueError(f"--gdn-target: unknown famil{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}; "
-                         f"expected one of {sorted(FAMILIES)}")
+        raise ValueError(
+            f"--gdn-target: unknown famil{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}; "
+            f"expected one of {sorted(FAMILIES)}"
+        )
     before = {name: family.override for name, family in FAMILIES.items()}
     for name, family in FAMILIES.items():
         family.reset(overrides.get(name))

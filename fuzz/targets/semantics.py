@@ -5,6 +5,7 @@ Rows are keyed by target path and the library versions they hold for, so the sui
 against other releases (the installed version picks the row; the first matching row wins, newest first).
 Confirmed bugs are not contracts: they live in fuzz.model.known_bugs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -76,12 +77,16 @@ TABLE: tuple[Row, ...] = (
     Row("fla.fused_recurrent", "", Semantics(output="v", why="o = empty_like(v); fp32 registers")),
     Row("fla.fused_recurrent.loggates", "", Semantics(gates="log", output="v")),
     # SGLang (triton_gdn.md §2.2, §2.4, checked under the interpreter).
-    Row("sglang.packed_decode", ">=0.5.12", Semantics(
-        pad=SKIP_ZERO, beta_as_input=True,
-        why="beta = sigmoid(b).to(b.dtype); idx < 0 stores 0 and returns")),
-    Row("sglang.sigmoid_gating", ">=0.5.12", Semantics(
-        pad=ZERO_STATE,
-        why="idx < 0: zero state, output still computed, scratch row still written")),
+    Row(
+        "sglang.packed_decode",
+        ">=0.5.12",
+        Semantics(pad=SKIP_ZERO, beta_as_input=True, why="beta = sigmoid(b).to(b.dtype); idx < 0 stores 0 and returns"),
+    ),
+    Row(
+        "sglang.sigmoid_gating",
+        ">=0.5.12",
+        Semantics(pad=ZERO_STATE, why="idx < 0: zero state, output still computed, scratch row still written"),
+    ),
     Row("sglang.recurrent_update", ">=0.5.12", Semantics(pad=ZERO_STATE, gates="log")),
     # FlashInfer decode, 0.6.5 .. 0.7.4 (flashinfer_gdn.md §4; docs/research/flashinfer-releases.md §3-§5). The
     # intended contract of each path is one across the range; what a release lacks (a pool before 0.6.6 / 0.6.7,
@@ -92,60 +97,133 @@ TABLE: tuple[Row, ...] = (
     # between reinterpret fp16 bits as bf16: a bug the fuzzer finds, so never a row. Likewise bugs, not rows: the bf16
     # pool's unguarded -1 (0.6.6), use_qk_l2norm=False ignored on bf16 (0.6.5 .. 0.6.7), lost writes to strided
     # buffers, intermediate rows at stride T, unchecked HV % H.
-    Row("flashinfer.pretranspose.fp32", ">=0.6.5", Semantics(
-        pad=PadContract("negative", "skip_zero", "slot0"), inputs_as="bf16", output="bf16",
-        why="pool_idx < 0: output row zeroed, no state I/O (pool from 0.6.7); out_pool_idx < 0 -> 0 (0.6.9+, the "
-            "null slot); 0.6.5, 0.6.6: no fp32 pool, the batch's states are passed as `state`")),
-    Row("flashinfer.decode.kmajor", ">=0.6.5", Semantics(inputs_as="bf16", output="bf16",
-                                                         why="no pool: the state tensor is the batch")),
-    Row("flashinfer.bf16", ">=0.6.5", Semantics(
-        pad=PadContract("negative", "slot0", "slot0"), inputs_as="bf16", output="bf16",
-        why="cache_idx < 0 -> 0 for read and write (0.6.7+: the fix of 0.6.6's unguarded read); padded output "
-            "undefined; 0.6.5: no pool; T <= 4 before 0.6.8")),
-    Row("flashinfer.mtp.fp32", ">=0.6.5", Semantics(
-        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16",
-        why="cache_idx < 0: row skipped, caller's output untouched; write idx < 0: write-back skipped "
-            "(output_state_indices, 0.6.14+)")),
+    Row(
+        "flashinfer.pretranspose.fp32",
+        ">=0.6.5",
+        Semantics(
+            pad=PadContract("negative", "skip_zero", "slot0"),
+            inputs_as="bf16",
+            output="bf16",
+            why="pool_idx < 0: output row zeroed, no state I/O (pool from 0.6.7); out_pool_idx < 0 -> 0 (0.6.9+, the "
+            "null slot); 0.6.5, 0.6.6: no fp32 pool, the batch's states are passed as `state`",
+        ),
+    ),
+    Row(
+        "flashinfer.decode.kmajor",
+        ">=0.6.5",
+        Semantics(inputs_as="bf16", output="bf16", why="no pool: the state tensor is the batch"),
+    ),
+    Row(
+        "flashinfer.bf16",
+        ">=0.6.5",
+        Semantics(
+            pad=PadContract("negative", "slot0", "slot0"),
+            inputs_as="bf16",
+            output="bf16",
+            why="cache_idx < 0 -> 0 for read and write (0.6.7+: the fix of 0.6.6's unguarded read); padded output "
+            "undefined; 0.6.5: no pool; T <= 4 before 0.6.8",
+        ),
+    ),
+    Row(
+        "flashinfer.mtp.fp32",
+        ">=0.6.5",
+        Semantics(
+            pad=PadContract("negative", "skip_untouched", "skip"),
+            inputs_as="bf16",
+            output="bf16",
+            why="cache_idx < 0: row skipped, caller's output untouched; write idx < 0: write-back skipped "
+            "(output_state_indices, 0.6.14+)",
+        ),
+    ),
     # FlashInfer varlen prefill (gdn_prefill.py, research §8). g is linear alpha (the adapter passes exp(g)) and beta
     # fp32 on every release; q/k/v/output share q's dtype; the chunk kernels' MMAs take the fp32 state, S k and the new
     # values u in q's dtype (delta_rule_sm90.py: make_acc_into_op(..., self.dtype)); q, k reach them l2-normalized and
     # rounded to q's dtype: by the library on the host from 0.7.1 (normalize_qk), by the adapter before (those releases
     # ignore use_qk_l2norm_in_kernel: the adapter normalizes and passes False, FlashInferPrefill).
-    Row("flashinfer.prefill.chunk", ">=0.7.4", Semantics(
-        pad=ZERO_STATE, gates="log", output="q", norm_as_input=True, products_as_input=True,
-        why="with output_state_indices: read id -1 starts from the zero state, write id -1 skips the store, an empty "
-            "sequence stores nothing; normalize_qk on the host")),
-    Row("flashinfer.prefill.chunk", ">=0.7.1,<0.7.4", Semantics(
-        gates="log", output="q", norm_as_input=True, products_as_input=True,
-        why="state_indices name pool rows (0.7.0+ on SM90) but -1 is no id (no output_state_indices): identity "
-            "slots, no padding; normalize_qk on the host")),
-    Row("flashinfer.prefill.chunk", ">=0.6.5,<0.7.1", Semantics(
-        gates="log", output="q", norm_as_input=True, products_as_input=True,
-        why="use_qk_l2norm_in_kernel is ignored: the adapter l2-normalizes q, k in fp32, rounds them to q's dtype and "
-            "passes False; sequence-ordered states before 0.7.0 (SM90), identity slots, no padding; 0.6.5 .. 0.6.13 "
-            "SM90 is CUDA C++ built by nvcc from flashinfer/data at the first call")),
+    Row(
+        "flashinfer.prefill.chunk",
+        ">=0.7.4",
+        Semantics(
+            pad=ZERO_STATE,
+            gates="log",
+            output="q",
+            norm_as_input=True,
+            products_as_input=True,
+            why="with output_state_indices: read id -1 starts from the zero state, write id -1 skips the store, an "
+            "empty sequence stores nothing; normalize_qk on the host",
+        ),
+    ),
+    Row(
+        "flashinfer.prefill.chunk",
+        ">=0.7.1,<0.7.4",
+        Semantics(
+            gates="log",
+            output="q",
+            norm_as_input=True,
+            products_as_input=True,
+            why="state_indices name pool rows (0.7.0+ on SM90) but -1 is no id (no output_state_indices): identity "
+            "slots, no padding; normalize_qk on the host",
+        ),
+    ),
+    Row(
+        "flashinfer.prefill.chunk",
+        ">=0.6.5,<0.7.1",
+        Semantics(
+            gates="log",
+            output="q",
+            norm_as_input=True,
+            products_as_input=True,
+            why="use_qk_l2norm_in_kernel is ignored: the adapter l2-normalizes q, k in fp32, rounds them to q's dtype "
+            "and passes False; sequence-ordered states before 0.7.0 (SM90), identity slots, no padding; 0.6.5 .. "
+            "0.6.13 SM90 is CUDA C++ built by nvcc from flashinfer/data at the first call",
+        ),
+    ),
 )
 
 # FlashInfer's SM100-only paths (fuzz/targets/flashinfer_sm100.py), as read in the 0.7.4 wheel. Cake kernels test each
 # slot as 0 <= slot < pool in-kernel, whatever FLASHINFER_CAKE_GDN_VALIDATE_SLOTS says (=1 only adds a device assert
 # for slots other than -1 outside the pool; the adapters leave it unset: drawn slots are -1 or in the pool).
 TABLE += (
-    Row("flashinfer.cake.bf16", ">=0.7.4", Semantics(
-        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16",
-        why="Cake bf16-state T=1 (vec8 / vec8occ / wide128 bodies): read slot -1 (or >= pool): the row is skipped, "
+    Row(
+        "flashinfer.cake.bf16",
+        ">=0.7.4",
+        Semantics(
+            pad=PadContract("negative", "skip_untouched", "skip"),
+            inputs_as="bf16",
+            output="bf16",
+            why="Cake bf16-state T=1 (vec8 / vec8occ / wide128 bodies): read slot -1 (or >= pool): the row is skipped, "
             "no state I/O, its output row untouched; write slot -1: the store is skipped, the output still written; "
-            "state held in fp32 registers, rounded to bf16 on store")),
-    Row("flashinfer.cake.fp32", ">=0.7.4", Semantics(
-        pad=PadContract("negative", "skip_zero", "skip"), inputs_as="bf16", output="bf16",
-        why="Cake fp32-state T=1 (splitv8): read slot -1 (or >= pool): no state I/O, output row written as 0; "
-            "write slot -1: the store is skipped")),
-    Row("flashinfer.cake.kmajor", ">=0.7.4", Semantics(
-        inputs_as="bf16", output="bf16", why="Cake K-major fp32 T=1: no pool, the state tensor is the batch")),
-    Row("flashinfer.replayssm", ">=0.7.4", Semantics(
-        pad=PadContract("negative", "skip_untouched", "skip"), inputs_as="bf16", output="bf16",
-        why="verify(cache_replayssm=True) keeps the checkpoint frozen; read slot -1 leaves output and window rows "
+            "state held in fp32 registers, rounded to bf16 on store",
+        ),
+    ),
+    Row(
+        "flashinfer.cake.fp32",
+        ">=0.7.4",
+        Semantics(
+            pad=PadContract("negative", "skip_zero", "skip"),
+            inputs_as="bf16",
+            output="bf16",
+            why="Cake fp32-state T=1 (splitv8): read slot -1 (or >= pool): no state I/O, output row written as 0; "
+            "write slot -1: the store is skipped",
+        ),
+    ),
+    Row(
+        "flashinfer.cake.kmajor",
+        ">=0.7.4",
+        Semantics(inputs_as="bf16", output="bf16", why="Cake K-major fp32 T=1: no pool, the state tensor is the batch"),
+    ),
+    Row(
+        "flashinfer.replayssm",
+        ">=0.7.4",
+        Semantics(
+            pad=PadContract("negative", "skip_untouched", "skip"),
+            inputs_as="bf16",
+            output="bf16",
+            why="verify(cache_replayssm=True) keeps the checkpoint frozen; read slot -1 leaves output and window rows "
             "untouched; commit replays accept_lens tokens in fp32 into checkpoint[slot], slots <= null_block_id (-1) "
-            "and accept 0 are no-ops; the adapter commits T (update) or 0 (noupdate) at the read slot")),
+            "and accept 0 are no-ops; the adapter commits T (update) or 0 (noupdate) at the read slot",
+        ),
+    ),
 )
 
 
@@ -157,6 +235,8 @@ def semantics_for(path: str, version: str | None) -> Semantics:
         if row.path == path and (version is None or held(row.versions)):
             return row.semantics
     modelled = [row.versions for row in TABLE if row.path == path]
-    raise LookupError(f"its contract is modelled for releases {' | '.join(modelled) or '(none)'} only, not for "
-                      f"{version} (no semantics row for {path}; research the release and add one to "
-                      "fuzz/targets/semantics.py)")
+    raise LookupError(
+        f"its contract is modelled for releases {' | '.join(modelled) or '(none)'} only, not for "
+        f"{version} (no semantics row for {path}; research the release and add one to "
+        "fuzz/targets/semantics.py)"
+    )

@@ -1,6 +1,7 @@
 """SGLang's Triton GDN kernels (0.5.12+ layout: pool [slots, HV, V, K]), loaded from the installed wheel
 without SGLang's package init (see sglang_loader). The override contract for the `sglang` family is a
 module exposing the three kernel functions below under their SGLang names."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +28,10 @@ class SglangFamily(Family):
             k = load_sglang_kernels()
         except SglangUnavailable as e:
             raise Unavailable(e.reason) from e
-        return SimpleNamespace(__version__=k.version, **{PACKED: k.packed_decode, SIGMOID: k.sigmoid_gating_update,
-                                                         RECURRENT: k.recurrent_update})
+        return SimpleNamespace(
+            __version__=k.version,
+            **{PACKED: k.packed_decode, SIGMOID: k.sigmoid_gating_update, RECURRENT: k.recurrent_update},
+        )
 
 
 SGLANG = SglangFamily("sglang", (PACKED, SIGMOID, RECURRENT))
@@ -50,29 +53,58 @@ class SglangTarget(TritonTarget):
         B, T = case.B, case.T
         if self.path == "sglang.packed_decode":
             mixed = torch.cat([t.q.reshape(B, -1), t.k.reshape(B, -1), t.v.reshape(B, -1)], dim=1)
-            getattr(api, PACKED)(mixed_qkv=mixed, a=t.a[:, 0].contiguous(), b=t.b[:, 0].contiguous(), A_log=t.A_log,
-                                 dt_bias=t.dt_bias, scale=case.scale or case.K ** -0.5, initial_state=t.pool.view,
-                                 out=t.output.view, ssm_state_indices=t.read_slots,
-                                 use_qk_l2norm_in_kernel=case.l2norm)
+            getattr(api, PACKED)(
+                mixed_qkv=mixed,
+                a=t.a[:, 0].contiguous(),
+                b=t.b[:, 0].contiguous(),
+                A_log=t.A_log,
+                dt_bias=t.dt_bias,
+                scale=case.scale or case.K**-0.5,
+                initial_state=t.pool.view,
+                out=t.output.view,
+                ssm_state_indices=t.read_slots,
+                use_qk_l2norm_in_kernel=case.l2norm,
+            )
             return t.output.view
         rows = t.inter_index if t.inter_index is not None else torch.arange(B, dtype=torch.int32, device=t.q.device)
-        common = dict(q=_packed_tokens(case, t.q), k=_packed_tokens(case, t.k), v=_packed_tokens(case, t.v),
-                      scale=case.scale, initial_state_source=t.pool.view, initial_state_indices=t.read_slots,
-                      use_qk_l2norm_in_kernel=case.l2norm, disable_state_update=not case.update,
-                      cu_seqlens=torch.arange(0, B * T + 1, T, dtype=torch.int32, device=t.q.device),
-                      intermediate_states_buffer=None if t.inter is None else t.inter.view,
-                      intermediate_state_indices=rows.to(torch.int32), cache_steps=case.inter_steps or None)
+        common = dict(
+            q=_packed_tokens(case, t.q),
+            k=_packed_tokens(case, t.k),
+            v=_packed_tokens(case, t.v),
+            scale=case.scale,
+            initial_state_source=t.pool.view,
+            initial_state_indices=t.read_slots,
+            use_qk_l2norm_in_kernel=case.l2norm,
+            disable_state_update=not case.update,
+            cu_seqlens=torch.arange(0, B * T + 1, T, dtype=torch.int32, device=t.q.device),
+            intermediate_states_buffer=None if t.inter is None else t.inter.view,
+            intermediate_state_indices=rows.to(torch.int32),
+            cache_steps=case.inter_steps or None,
+        )
         if self.path == "sglang.sigmoid_gating":
-            o = getattr(api, SIGMOID)(A_log=t.A_log, a=t.a.reshape(B * T, -1), dt_bias=t.dt_bias, softplus_beta=1.0,
-                                      softplus_threshold=20.0, b=t.b.reshape(B * T, -1), **common)
+            o = getattr(api, SIGMOID)(
+                A_log=t.A_log,
+                a=t.a.reshape(B * T, -1),
+                dt_bias=t.dt_bias,
+                softplus_beta=1.0,
+                softplus_threshold=20.0,
+                b=t.b.reshape(B * T, -1),
+                **common,
+            )
         else:
             o = getattr(api, RECURRENT)(g=_packed_tokens(case, t.g), beta=_packed_tokens(case, t.beta), **common)
         return o.reshape(B, T, case.HV, case.V)
 
 
 _DECODE = Support(ops=frozenset({"decode"}), strided_pool=True)
-_VERIFY = dataclasses.replace(_DECODE, ops=frozenset({"decode", "verify"}), intermediate=True, explicit_rows=True,
-                              sliced_intermediate=True, no_update=True)
+_VERIFY = dataclasses.replace(
+    _DECODE,
+    ops=frozenset({"decode", "verify"}),
+    intermediate=True,
+    explicit_rows=True,
+    sliced_intermediate=True,
+    no_update=True,
+)
 TARGETS = (
     SglangTarget("sglang-packed", "sglang.packed_decode", _DECODE, PACKED),
     SglangTarget("sglang-sigmoid", "sglang.sigmoid_gating", _VERIFY, SIGMOID),

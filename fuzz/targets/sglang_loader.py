@@ -19,6 +19,7 @@ or inside the loaded kernel modules; nothing outside sglang is touched):
 
 The interpreter patch is decided by TRITON_INTERPRET at the first load; the result is cached per process.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -71,8 +72,14 @@ def load_sglang_kernels() -> SglangKernels:
     fla, linear = _layout(root, version)
     for name in {p for pkg in (fla, linear, "sglang.srt", "sglang.kernels.jit") for p in _prefixes(pkg)}:
         sys.modules.setdefault(name, _package(name, root))
-    _stub("sglang.srt.utils", is_cuda=_is_cuda, is_hip=_is_hip, is_gfx95_supported=_is_gfx95,
-          is_sm90_supported=_is_sm90, get_device_sm=_device_sm)
+    _stub(
+        "sglang.srt.utils",
+        is_cuda=_is_cuda,
+        is_hip=_is_hip,
+        is_gfx95_supported=_is_gfx95,
+        is_sm90_supported=_is_sm90,
+        get_device_sm=_device_sm,
+    )
     _stub("sglang.srt.utils.common", torch_release=_release(torch.__version__))
     _stub("sglang.kernels.jit.utils", is_arch_support_pdl=_supports_pdl)
     try:
@@ -87,8 +94,10 @@ def load_sglang_kernels() -> SglangKernels:
         has_gating = _has(root, linear, "fused_gdn_gating")
         gating = importlib.import_module(f"{linear}.fused_gdn_gating") if has_gating else None
     except ImportError as e:
-        raise SglangUnavailable(f"sglang {version} at {root}: a kernel file needs {e.name or e}, which is neither "
-                                f"installed nor stubbed in {__name__}") from e
+        raise SglangUnavailable(
+            f"sglang {version} at {root}: a kernel file needs {e.name or e}, which is neither "
+            f"installed nor stubbed in {__name__}"
+        ) from e
     return SglangKernels(
         version=version,
         source_dir=root,
@@ -116,8 +125,10 @@ def _layout(root: Path, version: str) -> tuple[str, str]:
         needed = [(fla, m) for m in ("op", "utils", "fused_recurrent")] + [(linear, "fused_sigmoid_gating_recurrent")]
         if all(_has(root, pkg, m) for pkg, m in needed):
             return fla, linear
-    raise SglangUnavailable(f"sglang {version} at {root}: unknown file layout (no fla/fused_recurrent.py under "
-                            f"kernels/ops/attention or srt/layers/attention); {INSTALL_HINT}")
+    raise SglangUnavailable(
+        f"sglang {version} at {root}: unknown file layout (no fla/fused_recurrent.py under "
+        f"kernels/ops/attention or srt/layers/attention); {INSTALL_HINT}"
+    )
 
 
 def _has(root: Path, package: str, module: str) -> bool:

@@ -3,6 +3,7 @@ record says (`KnownBug.shows`, over "Kind: cause"), and the record's mask would 
 (a record that masks nothing, no field and no operation, explains by its pattern alone; so does a compile key left
 short, KnownBug.stale_key: the call its mask keeps out compiled the kernel earlier, in this test or another).
 A finding no record explains is new: it needs a root cause and a record (fuzz.model.known_bugs)."""
+
 from __future__ import annotations
 
 import re
@@ -48,9 +49,13 @@ def explaining(kind: str, cause: str, calls: tuple[Case, ...], path: str, versio
     explains it when it keeps any of them from being drawn (a kernel compiled for an int64 call and served to an
     int32 one is masked by drawing int32 only)."""
     shown = f"{kind}: {cause}"
-    return tuple(b for b in KNOWN_BUGS
-                 if b.holds(path, version) and re.search(b.shows, shown)
-                 and (b.stale_key or any(masks(b, c) for c in calls) or not (b.mask or b.masked_ops)))
+    return tuple(
+        b
+        for b in KNOWN_BUGS
+        if b.holds(path, version)
+        and re.search(b.shows, shown)
+        and (b.stale_key or any(masks(b, c) for c in calls) or not (b.mask or b.masked_ops))
+    )
 
 
 def verdict(bugs: tuple[KnownBug, ...]) -> str:

@@ -1,4 +1,5 @@
 """Shared by the Triton targets: they run on CUDA, or on CPU only under the Triton interpreter."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -4,6 +4,7 @@ Such an error is the library's word on the GPU, not on the inputs: judging it Re
 device as a finding. Only errors in one of the library phrasings below qualify (exception class and message, both
 explicit); every other error a call raises stays the library's verdict on the case.
 """
+
 from __future__ import annotations
 
 import re

@@ -1,6 +1,7 @@
 """Trust: every bad input is one clear line and a non-zero exit (no traceback, no INTERNALERROR), nothing a run finds
 is lost, and a green run means something ran. CLI cases run pytest / gdn-fuzz in a subprocess; the Case and the
 corpus loader are tested directly (tests/run/test_corpus_io.py holds the corpus round trip)."""
+
 import dataclasses
 import json
 import os
@@ -28,8 +29,14 @@ MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"
 
 
 def run(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def pytest_run(*args, env=None) -> subprocess.CompletedProcess:
@@ -38,9 +45,12 @@ def pytest_run(*args, env=None) -> subprocess.CompletedProcess:
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
     """The only non-blank line the process wrote, once stray library import warnings are set aside."""
-    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines()
-             if ln.strip() and not ("Warning:" in ln or ln.startswith("  _cpu_device_warning") or ln.strip() ==
-                                    "warnings.warn(")]
+    lines = [
+        ln
+        for ln in (proc.stdout + proc.stderr).splitlines()
+        if ln.strip()
+        and not ("Warning:" in ln or ln.startswith("  _cpu_device_warning") or ln.strip() == "warnings.warn(")
+    ]
     assert len(lines) == 1, "\n".join(lines[:40])
     assert "Traceback" not in lines[0] and "INTERNALERROR" not in lines[0]
     return lines[0]
@@ -53,6 +63,7 @@ def malformed_corpus(tmp_path):
         entry = json.loads(next((ROOT / "corpus").glob("*.json")).read_text())
         (tmp_path / "entry.json").write_text(json.dumps({**entry, **changes}))
         return str(tmp_path)
+
     return make
 
 
@@ -88,10 +99,13 @@ def test_gpu_profile_without_cuda_is_one_line():
     assert "runs on a CUDA GPU" in one_line(proc)
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"library": "nosuch"}, "field 'library' is 'nosuch'"),
-    ({"case": BASE.replace("T1", "T4")}, "field 'case'"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"library": "nosuch"}, "field 'library' is 'nosuch'"),
+        ({"case": BASE.replace("T1", "T4")}, "field 'case'"),
+    ],
+)
 def test_bad_corpus_stops_the_run_in_one_line(malformed_corpus, changes, message):
     proc = pytest_run("fuzz/test_corpus.py", "--hypothesis-profile=ci", f"--gdn-corpus={malformed_corpus(**changes)}")
     assert proc.returncode == 4
@@ -127,15 +141,25 @@ def test_collect_only_is_not_a_run_that_ran_nothing():
 def test_without_a_profile_the_run_is_dev_and_says_its_budget(ci):
     """No --hypothesis-profile: the dev profile, its shapes and its settings (not Hypothesis's default, nor the "ci"
     profile Hypothesis loads itself where $CI is set), and the summary says how many examples a test gets."""
-    proc = run("-m", "pytest", "fuzz/test_decode.py", "--collect-only", "-k", "sglang-recurrent", "-p",
-               "no:cacheprovider", env={"CI": ci})
+    proc = run(
+        "-m",
+        "pytest",
+        "fuzz/test_decode.py",
+        "--collect-only",
+        "-k",
+        "sglang-recurrent",
+        "-p",
+        "no:cacheprovider",
+        env={"CI": ci},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "gdn-fuzz profile 'dev' on cpu:\n  300 examples per fuzz test (the dev profile's); " in proc.stdout
 
 
 def test_a_failure_is_its_coordinate_and_a_failed_line_not_a_dump():
-    proc = pytest_run("fuzz/test_decode.py", "--hypothesis-profile=ci", "-k", "flashinfer-pretranspose",
-                      "--gdn-target", MUTANT)
+    proc = pytest_run(
+        "fuzz/test_decode.py", "--hypothesis-profile=ci", "-k", "flashinfer-pretranspose", "--gdn-target", MUTANT
+    )
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
     assert "FAILED fuzz/test_decode.py::test_decode[flashinfer-pretranspose-fp32]" in out
@@ -149,27 +173,39 @@ def test_a_failure_is_its_coordinate_and_a_failed_line_not_a_dump():
 # --- the gdn-fuzz command line: exit 2, one line ---------------------------------------------------------------------
 CLI_ERRORS = {
     "unknown command": (["nosuch"], "gdn-fuzz: unknown command 'nosuch'"),
-    "gate on a missing installation": (["gate", "--baseline", "/nonexistent", "--candidate", sys.executable],
-                                       "installation '/nonexistent' (baseline): no such file or directory"),
-    "gate on an unknown profile": (["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--profile",
-                                    "nosuch"], "--profile nosuch: not a gdn-fuzz profile"),
-    "gate on an unknown family": (["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--families",
-                                   "fla,nosuch"], "--families: nosuch is no target family"),
-    "gate with a malformed override": (["gate", "--baseline", sys.executable, "--candidate", sys.executable,
-                                        "--baseline-override", "flashinfer"],
-                                       "--baseline-override 'flashinfer': expected FAMILY=module.path[:attr]"),
+    "gate on a missing installation": (
+        ["gate", "--baseline", "/nonexistent", "--candidate", sys.executable],
+        "installation '/nonexistent' (baseline): no such file or directory",
+    ),
+    "gate on an unknown profile": (
+        ["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--profile", "nosuch"],
+        "--profile nosuch: not a gdn-fuzz profile",
+    ),
+    "gate on an unknown family": (
+        ["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--families", "fla,nosuch"],
+        "--families: nosuch is no target family",
+    ),
+    "gate with a malformed override": (
+        ["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--baseline-override", "flashinfer"],
+        "--baseline-override 'flashinfer': expected FAMILY=module.path[:attr]",
+    ),
     "campaign without families": (["campaign"], "give one or more target families"),
-    "campaign on a missing installation": (["campaign", "fla-", "--installation", "old=/nonexistent"],
-                                           "installation '/nonexistent' (old): no such file or directory"),
-    "campaign on a file that is no python": (["campaign", "fla-", "--installation", str(ROOT / "README.md")],
-                                             "a file, not executable"),
-    "campaign, two installations one label": (["campaign", "fla-", "--installation", f"a={ROOT}",
-                                               "--installation", f"a={ROOT}"], "label 'a' given twice"),
+    "campaign on a missing installation": (
+        ["campaign", "fla-", "--installation", "old=/nonexistent"],
+        "installation '/nonexistent' (old): no such file or directory",
+    ),
+    "campaign on a file that is no python": (
+        ["campaign", "fla-", "--installation", str(ROOT / "README.md")],
+        "a file, not executable",
+    ),
+    "campaign, two installations one label": (
+        ["campaign", "fla-", "--installation", f"a={ROOT}", "--installation", f"a={ROOT}"],
+        "label 'a' given twice",
+    ),
     "campaign on an unknown family": (["campaign", "nosuch-"], "family 'nosuch-' is the prefix of no target"),
     "campaign on an unknown profile": (["campaign", "fla-", "--profile", "nosuch"], "invalid choice: 'nosuch'"),
     "campaign without workers": (["campaign", "fla-", "--workers", "0"], "--workers 0: expected >= 1"),
-    "export of a bad coordinate": (["export", BASE.replace("T1", "T4"), "--target", "fla-recurrent"],
-                                   "decode with T4"),
+    "export of a bad coordinate": (["export", BASE.replace("T1", "T4"), "--target", "fla-recurrent"], "decode with T4"),
     "probe of an unknown target": (["probe", BASE, "--target", "nosuch"], "unknown target nosuch"),
     "sanitize of an unknown target": (["sanitize", "nosuch", BASE], "gdn-fuzz sanitize: error: unknown target nosuch"),
     "probe with a bad grid": (["probe", BASE, "--grid", "B=0"], "--grid B=0: NAME is one of B, H, G, T"),
@@ -270,28 +306,34 @@ def test_a_case_that_cannot_exist_is_not_constructible(name):
     assert message in str(error.value)
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"op": "decode"}, "missing field(s) ['H', 'HV', 'K', 'V', 'T', 'pool', 'read_slots', 'seed']"),
-    ({**Case.parse(BASE).to_json(), "extra": 1}, "unknown field(s) ['extra']"),
-    ({**Case.parse(BASE).to_json(), "T": 4}, "decode with T4"),
-    ([], "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"op": "decode"}, "missing field(s) ['H', 'HV', 'K', 'V', 'T', 'pool', 'read_slots', 'seed']"),
+        ({**Case.parse(BASE).to_json(), "extra": 1}, "unknown field(s) ['extra']"),
+        ({**Case.parse(BASE).to_json(), "T": 4}, "decode with T4"),
+        ([], "expected a JSON object"),
+    ],
+)
 def test_from_json_refuses_what_is_no_case(data, message):
     with pytest.raises(CaseError) as error:
         Case.from_json(data)
     assert message in str(error.value)
 
 
-@pytest.mark.parametrize("coordinate", [
-    BASE.replace("HV2", "HV3"),  # HV not a multiple of H: an invalid input the target must reject, still a Case
-    "decode-B2-T1-H1-HV1-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed7-slots[0,3]-null0",  # 0: padding
-    BASE.replace("slots[3,-1]", "slots[3,-2]"),  # any negative slot is padding by the contract
-    VERIFY + "-tslots[2/-1,4/5]",  # a padded token slot
-    VERIFY + "-inter4x3+1-rows[3,-1]",  # explicit rows, one request storing none
-    VERIFY.replace("T2", "T1"),  # verify with one token
-    "prefill-B2-T0-H1-HV1-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]-seqlens[0,0]",
-    BASE + "-scale0.25-warm3-gap1-nol2-noupdate",
-])
+@pytest.mark.parametrize(
+    "coordinate",
+    [
+        BASE.replace("HV2", "HV3"),  # HV not a multiple of H: an invalid input the target must reject, still a Case
+        "decode-B2-T1-H1-HV1-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed7-slots[0,3]-null0",  # 0: padding
+        BASE.replace("slots[3,-1]", "slots[3,-2]"),  # any negative slot is padding by the contract
+        VERIFY + "-tslots[2/-1,4/5]",  # a padded token slot
+        VERIFY + "-inter4x3+1-rows[3,-1]",  # explicit rows, one request storing none
+        VERIFY.replace("T2", "T1"),  # verify with one token
+        "prefill-B2-T0-H1-HV1-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]-seqlens[0,0]",
+        BASE + "-scale0.25-warm3-gap1-nol2-noupdate",
+    ],
+)
 def test_structural_choices_stay_valid_cases(coordinate):
     case = Case.parse(coordinate)
     assert Case.parse(repr(case)) == case == Case.from_json(case.to_json())
@@ -310,8 +352,11 @@ H200_LARGE = dataclasses.replace(BUDGETS["h200"], large_bytes=int(139 * 2**30 * 
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=str)
-@pytest.mark.parametrize(("budget", "large"), [("ci", False), ("dev", False), ("h200", False), ("h200", True)],
-                         ids=["ci", "dev", "h200", "h200-large"])
+@pytest.mark.parametrize(
+    ("budget", "large"),
+    [("ci", False), ("dev", False), ("h200", False), ("h200", True)],
+    ids=["ci", "dev", "h200", "h200-large"],
+)
 @settings(max_examples=30, database=None, suppress_health_check=list(HealthCheck), deadline=None)
 @given(data=st.data())
 def test_every_drawn_case_validates(target, budget, large, data):
@@ -332,8 +377,18 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    built = run("-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
-                str(source), timeout=600)
+    built = run(
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-q",
+        "-w",
+        str(tmp / "dist"),
+        str(source),
+        timeout=600,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     [path] = (tmp / "dist").glob("*.whl")
     return path
@@ -355,12 +410,20 @@ def test_the_wheel_ships_every_package_and_the_corpus(wheel, installed, tmp_path
     packages = {str(p.parent.relative_to(ROOT)) for d in ("fuzz", "reference") for p in (ROOT / d).rglob("__init__.py")}
     assert {f"{p}/__init__.py" for p in packages} <= names, "a package missing from pyproject's list"
 
-    probe = ("import importlib.resources, fuzz\nfrom fuzz.run import corpus\n"
-             "print(fuzz.__file__)\n"
-             "print(sorted(p.name for p in importlib.resources.files('fuzz.corpus_data').iterdir()))\n"
-             "print(corpus.default_dir(), len(corpus.load_all()))")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(installed)})
+    probe = (
+        "import importlib.resources, fuzz\nfrom fuzz.run import corpus\n"
+        "print(fuzz.__file__)\n"
+        "print(sorted(p.name for p in importlib.resources.files('fuzz.corpus_data').iterdir()))\n"
+        "print(corpus.default_dir(), len(corpus.load_all()))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(installed)},
+    )
     assert proc.returncode == 0, proc.stderr
     where, listed, loaded = proc.stdout.splitlines()[-3:]
     assert where.startswith(str(installed))
@@ -378,13 +441,31 @@ def test_installed_the_plugin_loads_once_and_runs_the_fuzz_suites(installed, tmp
     """With the entry point live, fuzz/conftest.py must not register the hooks a second time (pytest refuses the
     options twice); elsewhere the options are there."""
     env = {**os.environ, "PYTHONPATH": str(installed)}
-    ran = subprocess.run([sys.executable, "-m", "pytest", str(installed / "fuzz" / "test_decode.py"), "-q",
-                          "-p", "no:cacheprovider", "--hypothesis-profile=ci", "-k", "sglang-recurrent",
-                          "--gdn-examples=3"], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(installed / "fuzz" / "test_decode.py"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--hypothesis-profile=ci",
+            "-k",
+            "sglang-recurrent",
+            "--gdn-examples=3",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert ran.returncode == 0 and ran.stdout.count("gdn-fuzz targets") == 1, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert "sglang-recurrent                   ran (installed, " in ran.stdout
-    helped = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300, env=env)
+    helped = subprocess.run(
+        [sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env
+    )
     assert "--gdn-events=FILE.jsonl" in helped.stdout, helped.stdout[-2000:] + helped.stderr[-2000:]
 
 
@@ -393,11 +474,27 @@ def test_the_plugin_is_dormant_in_a_run_that_collects_nothing_of_ours(tmp_path):
     refuse the profile (exit 4), and print its targets table in every run."""
     (tmp_path / "conftest.py").write_text('from hypothesis import settings\n\nsettings.register_profile("theirs")\n')
     (tmp_path / "test_theirs.py").write_text("def test_theirs():\n    assert True\n")
-    runs = {plugin: subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "_hypothesis_pytestplugin", *plugin, "--hypothesis-profile=theirs",
-         "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})  # the same plugins
-        for plugin in ((), ("-p", "fuzz.suite.plugin"))}                                         # installed or not
+    runs = {
+        plugin: subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "_hypothesis_pytestplugin",
+                *plugin,
+                "--hypothesis-profile=theirs",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        )  # the same plugins
+        for plugin in ((), ("-p", "fuzz.suite.plugin"))
+    }  # installed or not
     for proc in runs.values():
         assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     mine = runs["-p", "fuzz.suite.plugin"].stdout
@@ -409,8 +506,15 @@ def test_a_required_family_that_does_not_load_is_a_usage_error(tmp_path):
     shadow = tmp_path / "flashinfer"  # first on the path: flashinfer fails to import, installed or not
     shadow.mkdir()
     (shadow / "__init__.py").write_text("raise ImportError('shadowed by the test')\n")
-    proc = run("-m", "pytest", "fuzz/test_decode.py", "-p", "no:cacheprovider", "--hypothesis-profile=ci",
-               "--gdn-require=flashinfer", env={"PYTHONPATH": os.pathsep.join(
-                   p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)})
+    proc = run(
+        "-m",
+        "pytest",
+        "fuzz/test_decode.py",
+        "-p",
+        "no:cacheprovider",
+        "--hypothesis-profile=ci",
+        "--gdn-require=flashinfer",
+        env={"PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)},
+    )
     assert proc.returncode == 4, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert "--gdn-require=flashinfer: flashinfer cannot be loaded here" in proc.stderr

@@ -1,5 +1,6 @@
 """gdn-fuzz calibrate (fuzz.cli.calibrate): error / bound per target x output x dtype over the passing examples,
 with a flag where the margin is thin and no known bug bears on the output."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,12 @@ def _record(target, ratios, outcome="pass", case=CASE) -> ExampleRecord:
 
 
 def report(records, version="0.7.4") -> RunReport:
-    return RunReport("ci", "cpu", targets={"flashinfer-pretranspose-fp32": {"version": version},
-                                           "fla-recurrent": {"version": None}}, records=records)
+    return RunReport(
+        "ci",
+        "cpu",
+        targets={"flashinfer-pretranspose-fp32": {"version": version}, "fla-recurrent": {"version": None}},
+        records=records,
+    )
 
 
 def test_each_output_gets_its_percentile_its_largest_and_the_case_of_the_largest():
@@ -44,9 +49,11 @@ def test_the_command_prints_the_table_and_refuses_a_file_that_is_not_a_report(tm
     good, bad = tmp_path / "run.json", tmp_path / "bad.json"
     good.write_text(json.dumps(report([_record("fla-recurrent", {"output": 0.2})]).to_json()))
     bad.write_text("{}")
-    run = subprocess.run([sys.executable, "-m", "fuzz", "calibrate", str(good)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "fuzz", "calibrate", str(good)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0 and "| fla-recurrent | output | fp32 | bf16 | 1 | 0.200 | 0.200 |" in run.stdout
-    refused = subprocess.run([sys.executable, "-m", "fuzz", "calibrate", str(bad)], cwd=ROOT, capture_output=True,
-                             text=True, timeout=300)
+    refused = subprocess.run(
+        [sys.executable, "-m", "fuzz", "calibrate", str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr

@@ -1,6 +1,7 @@
 """`gdn-fuzz campaign` (fuzz.cli.campaign): a run cut off while shrinking still reports, per (target, failure kind),
 the smallest case its live log holds, marked not minimal; an argument TypeError is flagged as our adapter error; a
 run killed after its first test leaves that test's report; a real campaign run on the CPU writes its table."""
+
 import json
 import os
 import subprocess
@@ -35,31 +36,66 @@ def test_smallest_logged_case_per_target_and_kind(tmp_path):
     for f in (failure(StateMismatch, BIG), failure(StateMismatch, SMALL), failure(NonFinite, OTHER, "output[0] = nan")):
         session._log(target, f)
     assert [(t, k, repr(c)) for t, k, c in logged_failures(live)] == [
-        ("t-a", "StateMismatch", BIG), ("t-a", "StateMismatch", SMALL), ("t-a", "NonFinite", OTHER)]
+        ("t-a", "StateMismatch", BIG),
+        ("t-a", "StateMismatch", SMALL),
+        ("t-a", "NonFinite", OTHER),
+    ]
     found = campaign.unfinished(live, reported={("t-a", "NonFinite")}, family="t-")
     assert [(f["target"], f["kind"], f["case"], f["minimal"]) for f in found] == [
-        ("t-a", "StateMismatch", SMALL, False)]
+        ("t-a", "StateMismatch", SMALL, False)
+    ]
     assert campaign.unfinished(live, reported=set(), family="u-") == []  # another family's job: none of its rows
 
 
 def test_an_argument_type_error_is_flagged_as_ours():
-    row = {"installation": "x", "family": "flashinfer-", "seconds": 1, "killed": False, "exit": 1, "errors": [],
-           "examples": 3, "distinct": 3, "buckets": 1,
-           "environment": {}, "targets": {}, "failures": [
-               {"kind": "RejectedValidInput", "target": "flashinfer-bf16", "case": SMALL, "first_hit_seconds": 0.5,
-                "hits": 3, "minimal": True, "test": "t", "detail": "TypeError: f() got an unexpected keyword argument "
-                                                                     "'backend'"}]}
+    row = {
+        "installation": "x",
+        "family": "flashinfer-",
+        "seconds": 1,
+        "killed": False,
+        "exit": 1,
+        "errors": [],
+        "examples": 3,
+        "distinct": 3,
+        "buckets": 1,
+        "environment": {},
+        "targets": {},
+        "failures": [
+            {
+                "kind": "RejectedValidInput",
+                "target": "flashinfer-bf16",
+                "case": SMALL,
+                "first_hit_seconds": 0.5,
+                "hits": 3,
+                "minimal": True,
+                "test": "t",
+                "detail": "TypeError: f() got an unexpected keyword argument 'backend'",
+            }
+        ],
+    }
     text = campaign_tables.markdown([row], campaign_tables.Settings("ci", 5, "none", "1"))
     assert "ADAPTER ERROR (ours)" in text and SMALL in text
 
 
 def test_a_run_killed_after_its_first_test_leaves_that_tests_report(tmp_path):
     report = tmp_path / "report.json"
-    cmd = [sys.executable, "-m", "pytest", "fuzz/test_decode.py", "-k", "sglang-packed or fla-recurrent",
-           "--hypothesis-profile=ci", "--gdn-test-seconds=3", f"--gdn-report={report}",
-           "-p", "tests.exit_after_first_test", "-q"]
-    proc = subprocess.run(cmd, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True,
-                          timeout=600)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "fuzz/test_decode.py",
+        "-k",
+        "sglang-packed or fla-recurrent",
+        "--hypothesis-profile=ci",
+        "--gdn-test-seconds=3",
+        f"--gdn-report={report}",
+        "-p",
+        "tests.exit_after_first_test",
+        "-q",
+    ]
+    proc = subprocess.run(
+        cmd, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     examples = {name: t["examples"] for name, t in json.loads(report.read_text())["targets"].items() if t["examples"]}
     assert len(examples) == 1 and sum(next(iter(examples.values())).values()) > 0, examples
@@ -67,16 +103,33 @@ def test_a_run_killed_after_its_first_test_leaves_that_tests_report(tmp_path):
 
 def test_a_campaign_on_a_mutant_tables_its_distinct_failures(tmp_path, capsys):
     out = tmp_path / "campaign"
-    code = campaign.main(["flashinfer-pretranspose", "--profile", "ci", "--test-seconds", "8", "--out", str(out),
-                          "--db-per-run", "--pytest", "--gdn-target",
-                          "flashinfer=tests.mutants:padded_output_not_zeroed"])
+    code = campaign.main(
+        [
+            "flashinfer-pretranspose",
+            "--profile",
+            "ci",
+            "--test-seconds",
+            "8",
+            "--out",
+            str(out),
+            "--db-per-run",
+            "--pytest",
+            "--gdn-target",
+            "flashinfer=tests.mutants:padded_output_not_zeroed",
+        ]
+    )
     assert code == 1  # findings
     assert any((out / "installed-flashinfer-pretranspose-db").rglob("*")), "the run's own example database is empty"
     summary = json.loads((out / "summary.json").read_text())
     [result] = summary["runs"]
-    assert summary["settings"] == {"profile": "ci", "test_seconds": 8.0, "masks": "none", "workers": "1",
-                                   "families": ["flashinfer-pretranspose"],
-                                   "pytest": ["--gdn-target", "flashinfer=tests.mutants:padded_output_not_zeroed"]}
+    assert summary["settings"] == {
+        "profile": "ci",
+        "test_seconds": 8.0,
+        "masks": "none",
+        "workers": "1",
+        "families": ["flashinfer-pretranspose"],
+        "pytest": ["--gdn-target", "flashinfer=tests.mutants:padded_output_not_zeroed"],
+    }
     kinds = {f["kind"] for f in result["failures"]}
     assert kinds == {"UnwrittenOutput"}, result["failures"]
     assert "| 1 | UnwrittenOutput | flashinfer-pretranspose-fp32 decode |" in (out / "summary.md").read_text()
@@ -89,13 +142,27 @@ def test_a_campaign_on_a_mutant_tables_its_distinct_failures(tmp_path, capsys):
     assert text.startswith("# gdn-fuzz campaign: profile ci, 8 s per fuzz test, masks none, 1 worker(s) per run\n")
     (old := tmp_path / "old.json").write_text(json.dumps(summary["runs"]))  # as campaigns wrote it before
     assert campaign.main(["--render", str(old), "--profile", "ci", "--test-seconds", "8"]) == 0
-    assert capsys.readouterr().out.startswith("# gdn-fuzz campaign: profile ci, 8 s per fuzz test, masks none, "
-                                              "1 worker(s) per run (settings from the command line")
+    assert capsys.readouterr().out.startswith(
+        "# gdn-fuzz campaign: profile ci, 8 s per fuzz test, masks none, "
+        "1 worker(s) per run (settings from the command line"
+    )
 
 
 def test_a_campaign_is_green_only_when_every_run_ran():
-    ran = {"installation": "a", "family": "fla-", "seconds": 5, "exit": 0, "killed": False, "examples": 5,
-           "distinct": 5, "buckets": 1, "failures": [], "errors": [], "environment": {}, "targets": {}}
+    ran = {
+        "installation": "a",
+        "family": "fla-",
+        "seconds": 5,
+        "exit": 0,
+        "killed": False,
+        "examples": 5,
+        "distinct": 5,
+        "buckets": 1,
+        "failures": [],
+        "errors": [],
+        "environment": {},
+        "targets": {},
+    }
     found = [hit(SMALL, 1.0, 3)]
     assert campaign.exit_code([ran]) == 0
     assert campaign.exit_code([ran, dict(ran, exit=1, failures=found)]) == 1
@@ -113,16 +180,40 @@ def test_render_of_something_else_is_one_clear_error(tmp_path, capsys):
 def hit(case: str, seconds: float | None, before: int | None, detail: str = "state[0]: error 5 > bound 0.1") -> dict:
     """A failure of a campaign summary: one test's first hit after `seconds`, with `before` cases checked before it
     (None: an unfinished run's, from its live log)."""
-    return {"kind": "StateMismatch", "target": "flashinfer-pretranspose-fp32", "case": case, "test": "t",
-            "first_hit_seconds": seconds, "examples_before": before, "hits": 2, "minimal": seconds is not None,
-            "detail": detail, "key": "StateMismatch | flashinfer-pretranspose-fp32:decode | state off"}
+    return {
+        "kind": "StateMismatch",
+        "target": "flashinfer-pretranspose-fp32",
+        "case": case,
+        "test": "t",
+        "first_hit_seconds": seconds,
+        "examples_before": before,
+        "hits": 2,
+        "minimal": seconds is not None,
+        "detail": detail,
+        "key": "StateMismatch | flashinfer-pretranspose-fp32:decode | state off",
+    }
 
 
 def test_the_by_bug_table_gives_the_first_hit_and_the_cases_before_it():
-    row = {"installation": "x", "family": "flashinfer-", "seconds": 60, "killed": False, "exit": 1, "errors": [],
-           "examples": 3, "distinct": 3, "buckets": 1, "environment": {}, "targets": {}, "db_per_run": True,
-           "failures": [hit(OTHER, 9.0, 40), hit(OTHER, 2.5, 17),
-                        hit(SMALL, None, None, "TypeError: f() got an unexpected keyword argument 'backend'")]}
+    row = {
+        "installation": "x",
+        "family": "flashinfer-",
+        "seconds": 60,
+        "killed": False,
+        "exit": 1,
+        "errors": [],
+        "examples": 3,
+        "distinct": 3,
+        "buckets": 1,
+        "environment": {},
+        "targets": {},
+        "db_per_run": True,
+        "failures": [
+            hit(OTHER, 9.0, 40),
+            hit(OTHER, 2.5, 17),
+            hit(SMALL, None, None, "TypeError: f() got an unexpected keyword argument 'backend'"),
+        ],
+    }
     del row["failures"][2]["examples_before"]  # the campaign's rows of a run cut off (`unfinished`) have none
     args = campaign_tables.Settings("ci", 5, "none", "1")
     lines = campaign_tables.markdown([row], args).splitlines()
@@ -148,17 +239,41 @@ def test_resume_takes_each_logged_key_its_report_did_not_hold_minimal(tmp_path):
     state, nan = logged[0].key, logged[2].key
     assert resumable(live, "t-a", "verify") == {state: Case.parse(SMALL), nan: Case.parse(BIG)}  # no report: all
     assert resumable(live, "t-a", "decode") == resumable(live, "t-b", "verify") == {}
-    RunReport("ci", "cpu", failures=[FailureRecord("t", "t-a", logged[2], 1.0, 3, minimal=True),
-                                     FailureRecord("t", "t-a", logged[0], 1.0, 3, minimal=False)]).write(
-        tmp_path / "run.json")
+    RunReport(
+        "ci",
+        "cpu",
+        failures=[
+            FailureRecord("t", "t-a", logged[2], 1.0, 3, minimal=True),
+            FailureRecord("t", "t-a", logged[0], 1.0, 3, minimal=False),
+        ],
+    ).write(tmp_path / "run.json")
     assert resumable(live, "t-a", "verify") == {state: Case.parse(SMALL)}
 
 
 def fuzz_decode(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "fuzz/test_decode.py", "-q", "-p", "no:warnings",
-                           "-p", "no:cacheprovider", "--hypothesis-profile=ci", "-k", "flashinfer-pretranspose",
-                           "--gdn-target", "flashinfer=tests.mutants:split_write_ignored", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "fuzz/test_decode.py",
+            "-q",
+            "-p",
+            "no:warnings",
+            "-p",
+            "no:cacheprovider",
+            "--hypothesis-profile=ci",
+            "-k",
+            "flashinfer-pretranspose",
+            "--gdn-target",
+            "flashinfer=tests.mutants:split_write_ignored",
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_later_run_finishes_the_shrink_an_earlier_one_cut_off(tmp_path):
@@ -177,8 +292,9 @@ def test_a_later_run_finishes_the_shrink_an_earlier_one_cut_off(tmp_path):
     assert shrunk["key"] == unshrunk["key"] and shrunk["minimal"], shrunk
     assert case.B == 1 and case.write_slots != case.read_slots and case.seed == 0, case
     assert case.size_key() < logged.size_key()
-    assert shrunk["notes"][-1].startswith(f"shrunk by fuzz.run.reduce from {logged!r} (an earlier run's cut-off "
-                                          "shrink)"), shrunk["notes"]
+    assert shrunk["notes"][-1].startswith(
+        f"shrunk by fuzz.run.reduce from {logged!r} (an earlier run's cut-off shrink)"
+    ), shrunk["notes"]
 
     proc = fuzz_decode(f"--gdn-resume={tmp_path / 'none.jsonl'}")
     assert proc.returncode == 4 and f"--gdn-resume={tmp_path / 'none.jsonl'}: no such file" in proc.stderr
@@ -195,8 +311,17 @@ def test_a_campaign_resumes_each_run_from_the_same_runs_live_log(tmp_path, capsy
             started.append(cmd)
             return SimpleNamespace(wait=lambda timeout: 0, returncode=5)
 
-    args = SimpleNamespace(profile="ci", masks="none", test_seconds=5, shrink_seconds=1, workers=1, db_per_run=False,
-                           timeout=None, pytest=[], resume=old)
+    args = SimpleNamespace(
+        profile="ci",
+        masks="none",
+        test_seconds=5,
+        shrink_seconds=1,
+        workers=1,
+        db_per_run=False,
+        timeout=None,
+        pytest=[],
+        resume=old,
+    )
     for label in ("a", "b"):
         assert campaign.run_job(campaign.Job(Installation(label=label), "fla-", out), args)["db_per_run"] is False
     assert f"--gdn-resume={old / 'a-fla-failures.jsonl'}" in started[0]
@@ -211,5 +336,7 @@ def test_a_k_among_the_pytest_arguments_narrows_the_family_instead_of_replacing_
     from fuzz.cli.campaign import selected
 
     assert selected("flashinfer-", ["-k", "decode", "-p", "no:warnings", "-kbf16"]) == (
-        "(flashinfer-) and (decode) and (bf16)", ["-p", "no:warnings"])
+        "(flashinfer-) and (decode) and (bf16)",
+        ["-p", "no:warnings"],
+    )
     assert selected("fla-", ["--gdn-isolate"]) == ("(fla-)", ["--gdn-isolate"])

@@ -2,6 +2,7 @@
 a directory on PYTHONPATH, with the flashinfer family pointed at the CPU stand-in or at a mutant of it (a build that
 stopped zeroing padded fp32 decode outputs); two targets and 20 examples per test keep each gate run short. Failure
 classification and drift are checked on hand-built reports (tests/run/test_progress.py holds the progress display)."""
+
 from __future__ import annotations
 
 import base64
@@ -34,12 +35,32 @@ BUG = ("fuzz/test_decode.py::test_decode[flashinfer-pretranspose-fp32]", "Unwrit
 CLEAN = "flashinfer-decode-kmajor"  # the mutant leaves it alone: every case it judges is shared
 
 
-def run_gate(out, baseline_override, candidate_override, *more, baseline=sys.executable,
-             candidate=sys.executable) -> int:
-    return gate.main(["gate", "--baseline", baseline, "--candidate", str(candidate), "--families", "flashinfer",
-                      "-k", "(test_decode or test_corpus) and (pretranspose or kmajor)",
-                      "--baseline-override", baseline_override, "--candidate-override", candidate_override,
-                      "--examples", "20", "--parallel", "--out", str(out), *more])
+def run_gate(
+    out, baseline_override, candidate_override, *more, baseline=sys.executable, candidate=sys.executable
+) -> int:
+    return gate.main(
+        [
+            "gate",
+            "--baseline",
+            baseline,
+            "--candidate",
+            str(candidate),
+            "--families",
+            "flashinfer",
+            "-k",
+            "(test_decode or test_corpus) and (pretranspose or kmajor)",
+            "--baseline-override",
+            baseline_override,
+            "--candidate-override",
+            candidate_override,
+            "--examples",
+            "20",
+            "--parallel",
+            "--out",
+            str(out),
+            *more,
+        ]
+    )
 
 
 @dataclass
@@ -109,10 +130,12 @@ def test_new_failure_fails_the_gate(new_failure):
     assert junit(new_failure.out)["summary"][1].find("failure").get("message") == "1 new failures"
     # no terminal: one progress line per finished test, with its examples and distinct failures
     printed, at = new_failure.printed, r"\[\d+/\d+ \d:\d\d\]"  # [tests finished/selected elapsed]
-    assert re.search(rf"^candidate {at} FAILED {re.escape(BUG[0])}: \d+ examples, 1 distinct failure$", printed,
-                     re.M), printed
-    assert re.search(rf"^baseline {at} PASSED fuzz/test_decode.py::test_decode\[{CLEAN}\]: \d+ examples$", printed,
-                     re.M), printed
+    assert re.search(
+        rf"^candidate {at} FAILED {re.escape(BUG[0])}: \d+ examples, 1 distinct failure$", printed, re.M
+    ), printed
+    assert re.search(
+        rf"^baseline {at} PASSED fuzz/test_decode.py::test_decode\[{CLEAN}\]: \d+ examples$", printed, re.M
+    ), printed
 
 
 def test_its_script_reproduces_it(new_failure):
@@ -123,8 +146,14 @@ def test_its_script_reproduces_it(new_failure):
     assert coordinate in case.find("failure").text and str(script) in case.find("failure").text
     assert f"`scripts/{script.name}`" in (new_failure.out / "summary.md").read_text()
     assert f"scripts/{script.name}" in Report((new_failure.out / "report.html").read_text()).links
-    run = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 1, run.stdout + run.stderr  # reproduced, on the candidate's mutant module
 
 
@@ -147,19 +176,21 @@ def test_html_report(new_failure):
     report = Report((new_failure.out / "report.html").read_text())
     assert report.h1 == "gdn-fuzz gate: FAIL: 1 new failure"
     failures = next(t for t in report.tables if "reproduction" in t)
-    assert failures[failures.index("new") + 1:][:2] == ["test_decode[flashinfer-pretranspose-fp32]", BUG[1]]
+    assert failures[failures.index("new") + 1 :][:2] == ["test_decode[flashinfer-pretranspose-fp32]", BUG[1]]
     targets = next(t for t in report.tables if t[:3] == ["target", "baseline", "candidate"])
     names = targets[3::3]
     assert CLEAN in names and all(n.startswith("flashinfer-") for n in names)  # only the family asked for
     drift = next(t for t in report.tables if "change" in t)
-    rows = [drift[i:i + 8] for i in range(8, len(drift), 8)]
+    rows = [drift[i : i + 8] for i in range(8, len(drift), 8)]
     clean = [r[2].replace(" of ", " / ").split(" / ") for r in rows if r[0] == CLEAN]
     assert clean and all(len(set(n)) == 1 for n in clean), rows  # every case shared, for each kind
     assert all(r[7] == "1.00x" for r in rows if r[0] == CLEAN)
-    assert set(report.images) == {"Baseline vs candidate, per shared coordinate",
-                                  "Error-to-bound ratios per path (shared coordinates)",
-                                  "Worst error over T x state dtype (shared coordinates)",
-                                  "Dispatch-bucket coverage (all examples)"}
+    assert set(report.images) == {
+        "Baseline vs candidate, per shared coordinate",
+        "Error-to-bound ratios per path (shared coordinates)",
+        "Worst error over T x state dtype (shared coordinates)",
+        "Dispatch-bucket coverage (all examples)",
+    }
     for name, src in report.images.items():
         header, _, data = src.partition(",")
         assert header == "data:image/png;base64"
@@ -209,8 +240,9 @@ CASE2 = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild
 
 
 def failure(kind, cause, case=CASE, test=FUZZ, bucket="t-a:decode") -> FailureRecord:
-    return FailureRecord(test, test.rpartition("[")[2][:-1], Failure(kind, Case.parse(case), cause, cause, bucket),
-                         1.0, 0)
+    return FailureRecord(
+        test, test.rpartition("[")[2][:-1], Failure(kind, Case.parse(case), cause, cause, bucket), 1.0, 0
+    )
 
 
 def side(name, failures=(), errors=(), ran=(FUZZ, OTHER, CORPUS), records=()) -> gate_model.Side:
@@ -219,38 +251,65 @@ def side(name, failures=(), errors=(), ran=(FUZZ, OTHER, CORPUS), records=()) ->
 
 
 def classified(baseline: gate_model.Side, candidate: gate_model.Side) -> list[tuple]:
-    return [(r.status, r.finding.test, r.finding.kind, r.baseline and r.baseline.coordinate,
-             r.candidate and r.candidate.coordinate) for r in gate.compare(baseline, candidate)]
+    return [
+        (
+            r.status,
+            r.finding.test,
+            r.finding.kind,
+            r.baseline and r.baseline.coordinate,
+            r.candidate and r.candidate.coordinate,
+        )
+        for r in gate.compare(baseline, candidate)
+    ]
 
 
 def test_failures_are_the_same_by_test_kind_variant_and_cause():
-    base = side("baseline", [failure("StateMismatch", "state error above the bound", CASE2),
-                             failure("UnwrittenOutput", "output rows still hold poison"),
-                             failure("OutputMismatch", "output error above the bound", test=OTHER)])
-    cand = side("candidate", [failure("StateMismatch", "state error above the bound"),  # shrank elsewhere: same
-                              failure("UnwrittenOutput", "output rows still hold poison", bucket="t-a:decode:wide"),
-                              failure("OutputMismatch", "output error above the bound", CASE2, test=OTHER)])
+    base = side(
+        "baseline",
+        [
+            failure("StateMismatch", "state error above the bound", CASE2),
+            failure("UnwrittenOutput", "output rows still hold poison"),
+            failure("OutputMismatch", "output error above the bound", test=OTHER),
+        ],
+    )
+    cand = side(
+        "candidate",
+        [
+            failure("StateMismatch", "state error above the bound"),  # shrank elsewhere: same
+            failure("UnwrittenOutput", "output rows still hold poison", bucket="t-a:decode:wide"),
+            failure("OutputMismatch", "output error above the bound", CASE2, test=OTHER),
+        ],
+    )
     assert classified(base, cand) == [
         ("new", FUZZ, "UnwrittenOutput", None, CASE),  # another kernel variant: another failure
         ("fixed", FUZZ, "UnwrittenOutput", CASE, None),
         ("unchanged", FUZZ, "StateMismatch", CASE2, CASE),
-        ("unchanged", OTHER, "OutputMismatch", CASE, CASE2)]
+        ("unchanged", OTHER, "OutputMismatch", CASE, CASE2),
+    ]
 
 
 def test_a_reworded_error_on_the_same_minimal_case_is_unchanged():
     base = side("baseline", [failure("RejectedValidInput", "ValueError: bad stride N")])
-    cand = side("candidate", [failure("RejectedValidInput", "ValueError: stride N is not supported"),
-                              failure("RejectedValidInput", "RuntimeError: other", CASE2)])
+    cand = side(
+        "candidate",
+        [
+            failure("RejectedValidInput", "ValueError: stride N is not supported"),
+            failure("RejectedValidInput", "RuntimeError: other", CASE2),
+        ],
+    )
     rows = gate.compare(base, cand)
-    assert [(r.status, r.candidate.cause) for r in rows] == [("new", "RuntimeError: other"),
-                                                            ("unchanged", "ValueError: stride N is not supported")]
+    assert [(r.status, r.candidate.cause) for r in rows] == [
+        ("new", "RuntimeError: other"),
+        ("unchanged", "ValueError: stride N is not supported"),
+    ]
     assert rows[1].note == "same minimal case; cause was: ValueError: bad stride N"
 
 
 def test_a_failure_on_a_test_the_candidate_did_not_run_is_untested_not_fixed():
     base = side("baseline", [failure("OutputMismatch", "output error above the bound", test=OTHER)])
-    assert classified(base, side("candidate", ran=(FUZZ, CORPUS))) == [("untested", OTHER, "OutputMismatch", CASE,
-                                                                       None)]
+    assert classified(base, side("candidate", ran=(FUZZ, CORPUS))) == [
+        ("untested", OTHER, "OutputMismatch", CASE, None)
+    ]
 
 
 def test_a_strict_xpass_is_the_absence_of_a_known_bug():
@@ -258,13 +317,15 @@ def test_a_strict_xpass_is_the_absence_of_a_known_bug():
     assert [r[0] for r in classified(side("baseline"), side("candidate", errors=[xpass]))] == ["fixed"]
     assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate"))] == ["new"]
     assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate", errors=[xpass]))] == [
-        "unchanged"]
+        "unchanged"
+    ]
     assert [r[0] for r in classified(side("baseline", errors=[xpass]), side("candidate", ran=()))] == ["untested"]
 
 
 def test_a_corpus_replay_failure_and_a_fuzz_tests_own_failure_line():
-    replay = FailedTest(CORPUS, "call",
-                        f"/x/fuzz/run/result.py:77: fuzz.judge.failures.OutputMismatch: {CASE}: output error 3.5")
+    replay = FailedTest(
+        CORPUS, "call", f"/x/fuzz/run/result.py:77: fuzz.judge.failures.OutputMismatch: {CASE}: output error 3.5"
+    )
     own = FailedTest(FUZZ, "call", "/x/plugin.py:194: Failed: 1 distinct failure(s) of t-a decode")
     found = gate.findings(side("candidate", [failure("NonFinite", "output not finite")], [replay, own]).report)
     assert [(f.test, f.kind, f.fuzz) for f in found] == [(FUZZ, "NonFinite", True), (CORPUS, "OutputMismatch", False)]
@@ -273,8 +334,10 @@ def test_a_corpus_replay_failure_and_a_fuzz_tests_own_failure_line():
 
 # ---- numerics drift, on hand-built records -----------------------------------------------------------------------
 
-C = {name: CASE.replace("-seed0-", f"-seed{seed}-")
-     for seed, name in enumerate(("c1", "c2", "c3", "only-baseline", "only-candidate"), 1)}  # name -> coordinate
+C = {
+    name: CASE.replace("-seed0-", f"-seed{seed}-")
+    for seed, name in enumerate(("c1", "c2", "c3", "only-baseline", "only-candidate"), 1)
+}  # name -> coordinate
 
 
 def record(name, ratios, test=FUZZ, target="t-a") -> ExampleRecord:
@@ -282,11 +345,25 @@ def record(name, ratios, test=FUZZ, target="t-a") -> ExampleRecord:
 
 
 def test_drift_is_over_the_coordinates_both_sides_judged():
-    base = side("baseline", records=[record("c1", {"output": 0.1, "state": 0.2}), record("c2", {"output": 0.2}),
-                                     record("only-baseline", {"output": 0.9}), record("c3", {"output": 0.0})])
-    cand = side("candidate", records=[record("c1", {"output": 0.4}), record("c2", {"output": 0.2}),
-                                      record("only-candidate", {"output": 50.0}), record("c3", {"output": 0.0005}),
-                                      record("c1", {"output": 0.3})])  # checked twice: its worst counts
+    base = side(
+        "baseline",
+        records=[
+            record("c1", {"output": 0.1, "state": 0.2}),
+            record("c2", {"output": 0.2}),
+            record("only-baseline", {"output": 0.9}),
+            record("c3", {"output": 0.0}),
+        ],
+    )
+    cand = side(
+        "candidate",
+        records=[
+            record("c1", {"output": 0.4}),
+            record("c2", {"output": 0.2}),
+            record("only-candidate", {"output": 50.0}),
+            record("c3", {"output": 0.0005}),
+            record("c1", {"output": 0.3}),
+        ],
+    )  # checked twice: its worst counts
     output, state = gate.drift(base.report, cand.report)
     assert (output.target, output.kind, output.judged) == ("t-a", "output", (4, 4))
     assert sorted(output.shared) == sorted([(C["c1"], 0.1, 0.4), (C["c2"], 0.2, 0.2), (C["c3"], 0.0, 0.0005)])
@@ -300,9 +377,23 @@ def test_drift_is_over_the_coordinates_both_sides_judged():
 # ---- before anything runs: sides whose comparison would mean nothing ------------------------------------------------
 def test_a_family_asked_for_that_loads_on_neither_side_is_one_line_and_exit_2(tmp_path, capsys):
     """FlashInfer missing from both sides used to run 28 failing tests on each and PASS them as "unchanged"."""
-    code = gate.main(["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--families", "flashinfer",
-                      "--out", str(tmp_path / "out"), "--baseline-override", "flashinfer=no.such.module",
-                      "--candidate-override", f"flashinfer={STANDIN.split('=', 1)[1]}"])
+    code = gate.main(
+        [
+            "gate",
+            "--baseline",
+            sys.executable,
+            "--candidate",
+            sys.executable,
+            "--families",
+            "flashinfer",
+            "--out",
+            str(tmp_path / "out"),
+            "--baseline-override",
+            "flashinfer=no.such.module",
+            "--candidate-override",
+            f"flashinfer={STANDIN.split('=', 1)[1]}",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "flashinfer is unavailable on the baseline" in err, err
     assert not (tmp_path / "out").exists()  # nothing ran
@@ -311,11 +402,39 @@ def test_a_family_asked_for_that_loads_on_neither_side_is_one_line_and_exit_2(tm
 def test_an_empty_directory_or_the_same_build_on_both_sides_is_one_line_and_exit_2(tmp_path, capsys):
     """An empty --baseline directory used to fall through to the venv's own libraries: a release against itself."""
     (tmp_path / "empty").mkdir()
-    assert gate.main(["gate", "--baseline", str(tmp_path / "empty"), "--candidate", sys.executable, "--families",
-                      "fla", "--out", str(tmp_path / "out")]) == 2
+    assert (
+        gate.main(
+            [
+                "gate",
+                "--baseline",
+                str(tmp_path / "empty"),
+                "--candidate",
+                sys.executable,
+                "--families",
+                "fla",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert "holds none of fla (it holds: nothing)" in capsys.readouterr().err
-    assert gate.main(["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--families", "fla",
-                      "--out", str(tmp_path / "out")]) == 2
+    assert (
+        gate.main(
+            [
+                "gate",
+                "--baseline",
+                sys.executable,
+                "--candidate",
+                sys.executable,
+                "--families",
+                "fla",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "both sides load the same build (fla " in err and "--allow-same" in err, err
 
@@ -326,8 +445,11 @@ def test_without_matplotlib_the_gate_says_so_before_either_side_runs(tmp_path, c
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
-    assert gate.main(["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--out",
-                      str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.strip() == ("gdn-fuzz gate: error: its report needs matplotlib: pip install "
-                                               "'gdn-fuzz[gate]'")
+    assert (
+        gate.main(["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--out", str(tmp_path / "out")])
+        == 2
+    )
+    assert capsys.readouterr().err.strip() == (
+        "gdn-fuzz gate: error: its report needs matplotlib: pip install 'gdn-fuzz[gate]'"
+    )
     assert not (tmp_path / "out").exists()

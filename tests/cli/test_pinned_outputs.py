@@ -2,6 +2,7 @@
 a baseline report as older runs wrote it, a candidate as today's, their JUnit XML; a campaign job's merged report and
 killed run's live log, and a job that left only its workers' parts). A change of these outputs is a behaviour change;
 `PIN_OUTPUTS=1` rewrites the pins (then review their diff)."""
+
 from __future__ import annotations
 
 import json
@@ -42,20 +43,55 @@ def result() -> gate.Result:
         s.read(DATA / "gate")
     rows = gate.compare(*sides)
     plan = gate.Plan("gate", ("flashinfer",), "decode", 20, ("--gdn-isolate",))
-    return gate.Result(sides, plan, rows, gate.drift(sides[0].report, sides[1].report),
-                       gate.shared_coordinates(sides[0].report, sides[1].report), OUT)
+    return gate.Result(
+        sides,
+        plan,
+        rows,
+        gate.drift(sides[0].report, sides[1].report),
+        gate.shared_coordinates(sides[0].report, sides[1].report),
+        OUT,
+    )
 
 
 def test_gate_classification(result):
-    rows = [{"status": r.status, "note": r.note, "failing_side": r.failing_side,
-             **{name: f and {"test": f.test, "kind": f.kind, "cause": f.cause, "detail": f.detail,
-                             "variant": f.variant, "case": f.coordinate, "target": f.target, "fuzz": f.fuzz}
-                for name, f in (("baseline", r.baseline), ("candidate", r.candidate))}} for r in result.rows]
-    drift = [{"target": d.target, "kind": d.kind, "judged": d.judged, "shared": d.shared, "change": d.change,
-              "worst": d.worst()} for d in result.drift]
+    rows = [
+        {
+            "status": r.status,
+            "note": r.note,
+            "failing_side": r.failing_side,
+            **{
+                name: f
+                and {
+                    "test": f.test,
+                    "kind": f.kind,
+                    "cause": f.cause,
+                    "detail": f.detail,
+                    "variant": f.variant,
+                    "case": f.coordinate,
+                    "target": f.target,
+                    "fuzz": f.fuzz,
+                }
+                for name, f in (("baseline", r.baseline), ("candidate", r.candidate))
+            },
+        }
+        for r in result.rows
+    ]
+    drift = [
+        {
+            "target": d.target,
+            "kind": d.kind,
+            "judged": d.judged,
+            "shared": d.shared,
+            "change": d.change,
+            "worst": d.worst(),
+        }
+        for d in result.drift
+    ]
     sides = [{"name": s.name, "ran": sorted(s.ran), "versions": s.versions(result.plan)} for s in result.sides]
-    pinned("gate-values.json", json.dumps({"rows": rows, "drift": drift, "shared": result.shared, "sides": sides},
-                                          indent=1) + "\n")
+    pinned(
+        "gate-values.json",
+        json.dumps({"rows": rows, "drift": drift, "shared": result.shared, "sides": sides}, indent=1) + "\n",
+    )
 
 
 def test_gate_reports(result, tmp_path):
@@ -70,8 +106,10 @@ def test_gate_reports(result, tmp_path):
 
 def test_campaign_summary():
     where = Installation("installed", "")
-    runs = [campaign.job_result(campaign.Job(where, family, DATA / "campaign"), 61.04, code, killed, own)
-            for family, code, killed, own in (("flashinfer-", -9, True, True), ("fla-", 1, False, False))]
+    runs = [
+        campaign.job_result(campaign.Job(where, family, DATA / "campaign"), 61.04, code, killed, own)
+        for family, code, killed, own in (("flashinfer-", -9, True, True), ("fla-", 1, False, False))
+    ]
     pinned("campaign-summary.json", json.dumps(runs, indent=1) + "\n")
     settings = Settings("h200", 60.0, "none", "2", ("flashinfer-", "fla-"), ("-x",))
     pinned("campaign-summary.md", campaign_markdown(runs, settings))
@@ -81,6 +119,8 @@ def test_campaign_summary():
 
 def test_resumable():
     live = DATA / "campaign" / "installed-flashinfer-failures.jsonl"
-    found = {f"{t} {op}": {str(k): repr(c) for k, c in resumable(live, t, op).items()}
-             for t, op in (("flashinfer-mtp-fp32", "verify"), ("flashinfer-bf16", "decode"), ("", ""))}
+    found = {
+        f"{t} {op}": {str(k): repr(c) for k, c in resumable(live, t, op).items()}
+        for t, op in (("flashinfer-mtp-fp32", "verify"), ("flashinfer-bf16", "decode"), ("", ""))
+    }
     pinned("resumable.json", json.dumps(found, indent=1) + "\n")

@@ -1,5 +1,6 @@
 """`gdn-fuzz probe`: one verdict a line per coordinate and target, a grid of variants, exit 1 on a failed check. Each
 runs as a user runs it, in a fresh interpreter (the Triton targets need TRITON_INTERPRET=1 before triton loads)."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,14 @@ def probe(*args: str, path: str = "") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     if path:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path, env.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "fuzz", "probe", *args, "--device", "cpu"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "fuzz", "probe", *args, "--device", "cpu"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_known_failure_is_its_kind_and_coordinate_and_exit_1():
@@ -39,7 +46,11 @@ def test_a_passing_grid_prints_each_combinations_error_to_bound_ratios_and_exit_
     base = Case.parse(coordinate("sglang-packed-decode-pass-0.json"))
     cases = list(variants(base, {"B": (1, 3), "G": (1, 2)}))
     assert [(c.B, c.HV // c.H, c.read_slots, c.pool) for c in cases] == [
-        (1, 1, (1,), 2), (1, 2, (1,), 2), (3, 1, (1, 2, 3), 4), (3, 2, (1, 2, 3), 4)]
+        (1, 1, (1,), 2),
+        (1, 2, (1,), 2),
+        (3, 1, (1, 2, 3), 4),
+        (3, 2, (1, 2, 3), 4),
+    ]
     proc = probe(repr(base), "--target", "sglang-packed", "--grid", "B=1,3", "G=1,2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
@@ -59,8 +70,9 @@ def test_a_case_outside_the_release_contract_is_listed_not_checked():
     MTP path (K = V = 128), so the probe lists it instead of calling the release's rejection a RejectedValidInput; the
     same coordinate on the stand-in that reports no release is checked."""
     case = "decode-B3-T1-H1-HV2-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_saturated-seed0-slots[0,1,2]"
-    proc = probe(case, "--target", "flashinfer-mtp-fp32", "--module",
-                 "flashinfer=fuzz.standins.flashinfer_cpu:release_0_7_4")
+    proc = probe(
+        case, "--target", "flashinfer-mtp-fp32", "--module", "flashinfer=fuzz.standins.flashinfer_cpu:release_0_7_4"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == [f"flashinfer-mtp-fp32: outside its support ((K, V) (8, 8)): {case}"]
     proc = probe(case, "--target", "flashinfer-mtp-fp32", "--module", "flashinfer=fuzz.standins.flashinfer_cpu")
@@ -72,8 +84,15 @@ def test_a_check_the_library_says_this_device_cannot_run_is_unavailable_with_its
     is printed as the target unavailable with the library's words, not as a pass with nothing compared."""
     (tmp_path / "gdn_unsupported_here.py").write_text(UNSUPPORTED_MODULE)
     case = coordinate("sglang-packed-decode-pass-0.json")
-    proc = probe(case, "--target", "flashinfer-pretranspose-fp32", "--module", "flashinfer=gdn_unsupported_here",
-                 path=str(tmp_path))
+    proc = probe(
+        case,
+        "--target",
+        "flashinfer-pretranspose-fp32",
+        "--module",
+        "flashinfer=gdn_unsupported_here",
+        path=str(tmp_path),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == [
-        f"flashinfer-pretranspose-fp32: unavailable (CakeGDNUnsupportedError: {CAKE_ON_SM90}): {case}"]
+        f"flashinfer-pretranspose-fp32: unavailable (CakeGDNUnsupportedError: {CAKE_ON_SM90}): {case}"
+    ]

@@ -10,6 +10,7 @@ fuzz.run.harness.check gives in-process, and its tensors must equal materialize(
 Drawing the Triton targets' cases and checking them in-process imports triton, which must see TRITON_INTERPRET=1
 first: that happens in one child process (`prepare`), never in this one.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,8 +43,10 @@ from fuzz.targets.registry import TARGETS
 
 REPO = Path(__file__).resolve().parents[2]
 BY_NAME = {t.name: t for t in TARGETS}
-STANDINS = {"fuzz.targets.flashinfer": "fuzz.standins.flashinfer_cpu",
-            "fuzz.targets.flashinfer_sm100": "fuzz.standins.flashinfer_sm100_cpu"}
+STANDINS = {
+    "fuzz.targets.flashinfer": "fuzz.standins.flashinfer_cpu",
+    "fuzz.targets.flashinfer_sm100": "fuzz.standins.flashinfer_sm100_cpu",
+}
 PADDED = "decode-B1-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"
 
 
@@ -64,33 +67,69 @@ def _standin(target: str) -> str | None:
     return STANDINS.get(adapter_of(BY_NAME[target]))
 
 
-DRAWN = [Spec(f"{t.name}-{op}", t.name, op=op, module=_standin(t.name))
-         for t in TARGETS for op in sorted(t.support.ops)]
-MUTANTS = [Spec(f"mutant-{name}", target, coordinate, module=f"tests.mutants:{name}") for name, target, coordinate in (
-    ("padded_output_not_zeroed", "flashinfer-pretranspose-fp32", PADDED),
-    ("padded_output_rewritten", "flashinfer-mtp-fp32",
-     "verify-B1-T2-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"),
-    ("inter_row_by_slot", "flashinfer-mtp-fp32",
-     "verify-B1-T1-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1]-inter2x1+0"),
-    ("prefill_skipped_write_wraps", "flashinfer-prefill-chunk",
-     "prefill-B1-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]-seqlens[1]"),
-    # only the unjudged warm call on a larger pool trips it: the script must make that call too
-    ("strided_pool_capacity_baked_in", "flashinfer-mtp-fp32",
-     "verify-B1-T2-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1]-gap1-warm3"),
-)]
-BUILDS = [Spec(f"build-{n}", target, coordinate, module=_standin(target)) for n, (target, coordinate) in enumerate((
-    # every generation path: each gate regime and "mixed", prefill, both layouts, strides, dtypes, buffers
-    ("flashinfer-bf16", "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-gate_mixed-seed3-"
-                        "slots[5,-1,2]-wslots[4,-1,6]-inter3x8+0-noupdate"),
-    ("flashinfer-mtp-fp32", "verify-B2-T3-H1-HV2-K8-V16-pool9-pad1-fp32state-bf16in-i64-vk-gate_saturated-seed11-"
-                            "slots[5,-1]-tslots[1/2/3,4/6/7]-inter3x4+1"),
-    ("flashinfer-prefill-chunk", "prefill-B3-T4-H1-HV2-K8-V16-pool5-pad1-fp32state-fp16in-i32-vk-gate_forget-seed4-"
-                                 "slots[3,-1,1]-seqlens[4,2,0]-wslots[2,4,0]-gap1"),
-    ("flashinfer-decode-kmajor", "decode-B2-T1-H2-HV4-K8-V16-pool2-pad0-fp32state-fp16in-i64-kv-gate_threshold-"
-                                 "seed5-slots[0,1]-scale0.25-nol2"),
-    ("sglang-sigmoid", "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-fp32state-fp32in-i32-vk-gate_negsat-seed5-"
-                       "slots[5,-1,2]-gap3-inter4x8+1-rows[2,0,-1]-scale0.25"),
-))]
+DRAWN = [
+    Spec(f"{t.name}-{op}", t.name, op=op, module=_standin(t.name)) for t in TARGETS for op in sorted(t.support.ops)
+]
+MUTANTS = [
+    Spec(f"mutant-{name}", target, coordinate, module=f"tests.mutants:{name}")
+    for name, target, coordinate in (
+        ("padded_output_not_zeroed", "flashinfer-pretranspose-fp32", PADDED),
+        (
+            "padded_output_rewritten",
+            "flashinfer-mtp-fp32",
+            "verify-B1-T2-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]",
+        ),
+        (
+            "inter_row_by_slot",
+            "flashinfer-mtp-fp32",
+            "verify-B1-T1-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1]-inter2x1+0",
+        ),
+        (
+            "prefill_skipped_write_wraps",
+            "flashinfer-prefill-chunk",
+            "prefill-B1-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]-seqlens[1]",
+        ),
+        # only the unjudged warm call on a larger pool trips it: the script must make that call too
+        (
+            "strided_pool_capacity_baked_in",
+            "flashinfer-mtp-fp32",
+            "verify-B1-T2-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1]-gap1-warm3",
+        ),
+    )
+]
+BUILDS = [
+    Spec(f"build-{n}", target, coordinate, module=_standin(target))
+    for n, (target, coordinate) in enumerate(
+        (
+            # every generation path: each gate regime and "mixed", prefill, both layouts, strides, dtypes, buffers
+            (
+                "flashinfer-bf16",
+                "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-gate_mixed-seed3-"
+                "slots[5,-1,2]-wslots[4,-1,6]-inter3x8+0-noupdate",
+            ),
+            (
+                "flashinfer-mtp-fp32",
+                "verify-B2-T3-H1-HV2-K8-V16-pool9-pad1-fp32state-bf16in-i64-vk-gate_saturated-seed11-"
+                "slots[5,-1]-tslots[1/2/3,4/6/7]-inter3x4+1",
+            ),
+            (
+                "flashinfer-prefill-chunk",
+                "prefill-B3-T4-H1-HV2-K8-V16-pool5-pad1-fp32state-fp16in-i32-vk-gate_forget-seed4-"
+                "slots[3,-1,1]-seqlens[4,2,0]-wslots[2,4,0]-gap1",
+            ),
+            (
+                "flashinfer-decode-kmajor",
+                "decode-B2-T1-H2-HV4-K8-V16-pool2-pad0-fp32state-fp16in-i64-kv-gate_threshold-"
+                "seed5-slots[0,1]-scale0.25-nol2",
+            ),
+            (
+                "sglang-sigmoid",
+                "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-fp32state-fp32in-i32-vk-gate_negsat-seed5-"
+                "slots[5,-1,2]-gap3-inter4x8+1-rows[2,0,-1]-scale0.25",
+            ),
+        )
+    )
+]
 CPU_FAMILIES = {"fla": "fla-core", "sglang": "sglang"}  # the Triton families, which run on a CPU interpreted
 
 
@@ -105,8 +144,13 @@ def _cpu_corpus() -> list:
             version = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             version = None
-        reason = (f"{dist} is not installed" if version is None else f"holds for {entry.versions}, {dist} {version} "
-                  "is installed" if entry.versions and version not in entry.versions else None)
+        reason = (
+            f"{dist} is not installed"
+            if version is None
+            else f"holds for {entry.versions}, {dist} {version} is installed"
+            if entry.versions and version not in entry.versions
+            else None
+        )
         spec = Spec(f"corpus-{entry.path.stem}", entry.target, entry=str(entry.path))
         marks = [pytest.mark.skip(reason=f"{entry.target} unavailable: {reason}")] if reason else []
         params.append(pytest.param(spec, id=spec.id, marks=marks))
@@ -144,16 +188,33 @@ def _prepare(spec, target, directory: str) -> None:
         case = Case.parse(spec.coordinate)
     else:  # no shrinking: a case as varied as the fuzzer's, and cheap to find
         pool = target.declared().pool
-        case = find(cases(target, spec.op, BUDGETS["ci"], target.known_bugs()),
-                    lambda c, pool=pool: c.valid and c.B > 1 and (not pool or 0 < sum(c.padded) < c.B),
-                    settings=settings(database=None, derandomize=True, max_examples=500, deadline=None,
-                                      phases=[Phase.generate], suppress_health_check=list(HealthCheck)))
+        case = find(
+            cases(target, spec.op, BUDGETS["ci"], target.known_bugs()),
+            lambda c, pool=pool: c.valid and c.B > 1 and (not pool or 0 < sum(c.padded) < c.B),
+            settings=settings(
+                database=None,
+                derandomize=True,
+                max_examples=500,
+                deadline=None,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
     script = Path(directory) / f"{spec.id}.py"
     args = ([spec.entry] if spec.entry else [repr(case), "--target", spec.target]) + ["-o", str(script)]
     assert cli_main(["export", *args, *(["--module", spec.module] if spec.module else [])]) == 0
     failure = None if spec.entry else check(target, case, "cpu").failure
-    print(json.dumps(dict(id=spec.id, case=repr(case), script=str(script),
-                          fuzzer=failure and [failure.kind, failure.detail.splitlines()[0]])), flush=True)
+    print(
+        json.dumps(
+            dict(
+                id=spec.id,
+                case=repr(case),
+                script=str(script),
+                fuzzer=failure and [failure.kind, failure.detail.splitlines()[0]],
+            )
+        ),
+        flush=True,
+    )
 
 
 def fresh_env(directory: Path) -> dict:
@@ -169,8 +230,14 @@ def fresh_env(directory: Path) -> dict:
 
 
 def run_fresh(script: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(script), *args], env=env or fresh_env(script.parent),
-                          cwd=script.parent, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        env=env or fresh_env(script.parent),
+        cwd=script.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @dataclass
@@ -186,8 +253,10 @@ class Run:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Run]:
     directory = tmp_path_factory.mktemp("export")
-    code = f"from tests.export.test_export import prepare; prepare({json.dumps([asdict(s) for s in SPECS])!r}, " \
-           f"{str(directory)!r})"
+    code = (
+        f"from tests.export.test_export import prepare; prepare({json.dumps([asdict(s) for s in SPECS])!r}, "
+        f"{str(directory)!r})"
+    )
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-6000:]
@@ -199,8 +268,14 @@ def runs(tmp_path_factory) -> dict[str, Run]:
     def run(p: dict) -> Run:
         script = Path(p["script"])
         done = run_fresh(script, "--device", "cpu", "--dump", str(script.with_suffix(".pt")), env=env)
-        return Run(Case.parse(p["case"]), script, p["fuzzer"], done.returncode, done.stdout + done.stderr,
-                   script.with_suffix(".pt"))
+        return Run(
+            Case.parse(p["case"]),
+            script,
+            p["fuzzer"],
+            done.returncode,
+            done.stdout + done.stderr,
+            script.with_suffix(".pt"),
+        )
 
     with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
         return {p["id"]: r for p, r in zip(prepared, pool.map(run, prepared))}
@@ -214,14 +289,19 @@ def _same(x, y) -> bool:
     """Same dtype, shape, strides, offset and bits (None only matches None)."""
     if x is None or y is None:
         return x is None and y is None
-    return ((x.dtype, x.shape, x.stride(), x.storage_offset()) == (y.dtype, y.shape, y.stride(), y.storage_offset())
-            and torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)))
+    return (x.dtype, x.shape, x.stride(), x.storage_offset()) == (
+        y.dtype,
+        y.shape,
+        y.stride(),
+        y.storage_offset(),
+    ) and torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8))
 
 
 # ---- the tests ---------------------------------------------------------------------------------------------------
 def test_gdn_fuzz_cannot_be_imported_where_the_scripts_run(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", "import fuzz"], env=fresh_env(tmp_path), cwd=tmp_path,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import fuzz"], env=fresh_env(tmp_path), cwd=tmp_path, capture_output=True, text=True
+    )
     assert proc.returncode != 0 and "gdn-fuzz imported" in proc.stderr
 
 
@@ -262,8 +342,11 @@ def test_script_tensors_are_materializes_bit_for_bit(runs, spec):
     r = runs[spec.id]
     got, want = torch.load(r.dump), materialize(r.case, "cpu")
     for name, value in vars(want).items():
-        pairs = [(f"{name}.full", value.full), (f"{name}.view", value.view)] if isinstance(value, Guarded) else \
-            [(name, value)]
+        pairs = (
+            [(f"{name}.full", value.full), (f"{name}.view", value.view)]
+            if isinstance(value, Guarded)
+            else [(name, value)]
+        )
         for key, tensor in pairs:
             assert _same(got.pop(key, None), tensor), key
     assert not got, f"tensors materialize() does not build: {sorted(got)}"
@@ -280,26 +363,54 @@ def test_script_carries_the_fuzzers_modules_verbatim_and_only_those_its_target_n
     for embedded in sources.values():
         for name, text in embedded.items():
             assert text == (embed.ROOT / embed.path_of(name)).read_text(), name
-    common = {"fuzz.model.case", "fuzz.model.values", "fuzz.model.guarded", "fuzz.model.patterns",
-              "fuzz.model.tensors", "fuzz.model.support", "fuzz.generate.materialize", "fuzz.targets.base",
-              "fuzz.targets.semantics", "fuzz.model.known_bugs", "reference", "reference.batched",
-              "fuzz.judge.failures", "fuzz.judge.oracle", "fuzz.judge.tolerance", "fuzz.judge.verdict",
-              "fuzz.run.harness", "fuzz.run.result", "fuzz.run.environment"}
+    common = {
+        "fuzz.model.case",
+        "fuzz.model.values",
+        "fuzz.model.guarded",
+        "fuzz.model.patterns",
+        "fuzz.model.tensors",
+        "fuzz.model.support",
+        "fuzz.generate.materialize",
+        "fuzz.targets.base",
+        "fuzz.targets.semantics",
+        "fuzz.model.known_bugs",
+        "reference",
+        "reference.batched",
+        "fuzz.judge.failures",
+        "fuzz.judge.oracle",
+        "fuzz.judge.tolerance",
+        "fuzz.judge.verdict",
+        "fuzz.run.harness",
+        "fuzz.run.result",
+        "fuzz.run.environment",
+    }
     never = {"fuzz.targets.registry", "fuzz.generate.strategies", "fuzz.suite.session", "fuzz.export.script"}
-    adapters = {"fuzz.targets.fla", "fuzz.targets.sglang", "fuzz.targets.sglang_loader", "fuzz.targets.flashinfer",
-                "fuzz.targets.flashinfer_sm100", "fuzz.standins.flashinfer_cpu", "fuzz.standins.flashinfer_sm100_cpu"}
-    wanted = {"fla-recurrent": {"fuzz.targets.fla"},
-              "sglang-packed": {"fuzz.targets.sglang", "fuzz.targets.sglang_loader"},
-              "flashinfer-bf16": {"fuzz.targets.flashinfer", "fuzz.standins.flashinfer_cpu"},
-              "flashinfer-cake-fp32": {"fuzz.targets.flashinfer", "fuzz.targets.flashinfer_sm100",
-                                       "fuzz.standins.flashinfer_cpu", "fuzz.standins.flashinfer_sm100_cpu"}}
+    adapters = {
+        "fuzz.targets.fla",
+        "fuzz.targets.sglang",
+        "fuzz.targets.sglang_loader",
+        "fuzz.targets.flashinfer",
+        "fuzz.targets.flashinfer_sm100",
+        "fuzz.standins.flashinfer_cpu",
+        "fuzz.standins.flashinfer_sm100_cpu",
+    }
+    wanted = {
+        "fla-recurrent": {"fuzz.targets.fla"},
+        "sglang-packed": {"fuzz.targets.sglang", "fuzz.targets.sglang_loader"},
+        "flashinfer-bf16": {"fuzz.targets.flashinfer", "fuzz.standins.flashinfer_cpu"},
+        "flashinfer-cake-fp32": {
+            "fuzz.targets.flashinfer",
+            "fuzz.targets.flashinfer_sm100",
+            "fuzz.standins.flashinfer_cpu",
+            "fuzz.standins.flashinfer_sm100_cpu",
+        },
+    }
     for target, modules in wanted.items():
         assert common | modules <= set(sources[target]) and not never & set(sources[target]), target
         assert set(sources[target]) & adapters == modules, target
 
 
-LITERALS = ["x = 1\n", "s = r'a\\'\n", "d = \'\'\'q\'\'\'\n", "e = \'\'\'q\'\'\' + \"\"\"r\"\"\"\n", "",
-            "ends without a newline '"]
+LITERALS = ["x = 1\n", "s = r'a\\'\n", "d = '''q'''\n", "e = '''q''' + \"\"\"r\"\"\"\n", "", "ends without a newline '"]
 
 
 @pytest.mark.parametrize("source", LITERALS)
@@ -359,16 +470,19 @@ def test_issue_body_from_a_reproduced_corpus_entry(tmp_path, capsys):
     assert said[0].startswith(f"wrote {script} (") and said[1] == f"wrote {body}: {text.splitlines()[0][2:]}"
     assert said[2].startswith("  the script's verdict here: REPRODUCED: StateMismatch: "), said
     assert "It ran on the CPU under the Triton interpreter (TRITON_INTERPRET=1)" in text
-    assert text.startswith(f"# [sglang {importlib.metadata.version('sglang')}] "
-                           "fused_recurrent_gated_delta_rule_update: StateMismatch: @input_guard .contiguous() "
-                           "copies a strided pool view, the state write is lost\n")
+    assert text.startswith(
+        f"# [sglang {importlib.metadata.version('sglang')}] "
+        "fused_recurrent_gated_delta_rule_update: StateMismatch: @input_guard .contiguous() "
+        "copies a strided pool view, the state write is lost\n"
+    )
     assert "**What happens.** `sglang." in text  # the function's qualified name
     assert "`StateMismatch`: state[" in text
     assert f"`{entry.case!r}`" in text and "a strided view: 1 spare heads after each slot" in text
     assert "| torch | " in text and "python repro.py\n" in text and "pip install --no-deps sglang==" in text
     assert "REPRODUCED: StateMismatch" in text and "<details><summary>" in text
-    assert len(text) < issue.BODY_LIMIT and ("```python\n" + script.read_text() in text
-                                             or "is attached: too long for an issue body" in text)
+    assert len(text) < issue.BODY_LIMIT and (
+        "```python\n" + script.read_text() in text or "is attached: too long for an issue body" in text
+    )
 
 
 def test_issue_body_states_the_expectation_where_the_case_cannot_run(tmp_path):
@@ -386,11 +500,15 @@ def test_issue_body_states_the_expectation_where_the_case_cannot_run(tmp_path):
     assert "is attached: too long for an issue body" in text and "\nSOURCES = {" not in text
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["--target", "nosuch"], "unknown target 'nosuch'"),
-    (["--target", "fla-recurrent", "-o", "missing/dir/x.py"], "-o missing/dir/x.py: no directory missing/dir"),
-    (["--target", "fla-recurrent", "-o", "x.py", "--issue", "missing/i.md"], "--issue missing/i.md: no directory"),
-], ids=["unknown-target", "no-output-dir", "no-issue-dir"])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--target", "nosuch"], "unknown target 'nosuch'"),
+        (["--target", "fla-recurrent", "-o", "missing/dir/x.py"], "-o missing/dir/x.py: no directory missing/dir"),
+        (["--target", "fla-recurrent", "-o", "x.py", "--issue", "missing/i.md"], "--issue missing/i.md: no directory"),
+    ],
+    ids=["unknown-target", "no-output-dir", "no-issue-dir"],
+)
 def test_export_bad_input_is_one_line(args, says, capsys):
     with pytest.raises(SystemExit) as exit_:
         export_main([PADDED, *args])
@@ -409,8 +527,9 @@ def test_export_bad_coordinate_and_corpus_file_are_one_line(tmp_path, capsys):
 def test_export_says_what_it_wrote(tmp_path, capsys):
     script = tmp_path / "r.py"
     assert export_main([PADDED, "--target", "fla-recurrent", "-o", str(script)]) == 0
-    assert capsys.readouterr().out == f"wrote {script} ({len(script.read_text().splitlines())} lines): " \
-                                      f"python {script}\n"
+    assert (
+        capsys.readouterr().out == f"wrote {script} ({len(script.read_text().splitlines())} lines): python {script}\n"
+    )
 
 
 def test_cli_and_the_gates_call(capsys):
@@ -420,8 +539,9 @@ def test_cli_and_the_gates_call(capsys):
         export_script(Case.parse(PADDED), "flashinfer")
     assert export_main([PADDED, "--target", "fla-recurrent"]) == 0
     assert capsys.readouterr().out.startswith('"""Reproduction of a gdn-fuzz case on fla-recurrent')
-    text = export_script(Case.parse(PADDED), "flashinfer-bf16", library_module="tests.mutants:gva_head_modulo",
-                         note="from the gate")  # as gdn-fuzz gate exports its new and fixed failures
+    text = export_script(
+        Case.parse(PADDED), "flashinfer-bf16", library_module="tests.mutants:gva_head_modulo", note="from the gate"
+    )  # as gdn-fuzz gate exports its new and fixed failures
     assert "\nNote:     from the gate\n" in text and "OVERRIDE = 'tests.mutants:gva_head_modulo'" in text
 
 
@@ -435,9 +555,15 @@ def _gpu_corpus() -> list:
             version = importlib.metadata.version("flashinfer-python")
         except importlib.metadata.PackageNotFoundError:
             version = None
-        reason = ("no CUDA GPU here" if not torch.cuda.is_available() else "flashinfer-python is not installed"
-                  if version is None else f"holds for {entry.versions}, {version} is installed"
-                  if entry.versions and version not in entry.versions else None)
+        reason = (
+            "no CUDA GPU here"
+            if not torch.cuda.is_available()
+            else "flashinfer-python is not installed"
+            if version is None
+            else f"holds for {entry.versions}, {version} is installed"
+            if entry.versions and version not in entry.versions
+            else None
+        )
         marks = [pytest.mark.skip(reason=f"{entry.target} unavailable: {reason}")] if reason else []
         params.append(pytest.param(entry, id=entry.path.stem, marks=marks))
     return params
@@ -451,28 +577,41 @@ def test_gpu_corpus_entry_reproduces_standalone(tmp_path, entry):
     if entry.expect == "pass":
         assert proc.returncode == 0 and verdict(proc.stdout) == "NOT REPRODUCED", proc.stdout + proc.stderr
     else:
-        assert proc.returncode == 1 and verdict(proc.stdout).startswith(f"REPRODUCED: {entry.expect}: "), \
+        assert proc.returncode == 1 and verdict(proc.stdout).startswith(f"REPRODUCED: {entry.expect}: "), (
             proc.stdout + proc.stderr
+        )
 
 
 # ---- the call on top ----------------------------------------------------------------------------------------------
 SHOWN = [  # one target of each family, a padded slot among the FlashInfer one's (-1 must show)
-    ("flashinfer-bf16", "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-gate_mixed-seed3-slots[5,-1,2]-"
-                        "wslots[4,-1,6]-inter3x8+0-noupdate", "fuzz.standins.flashinfer_cpu",
-     "flashinfer.gdn_decode.gated_delta_rule_decode_pretranspose("),
-    ("fla-recurrent", "verify-B2-T3-H1-HV2-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed1-slots[0,1]",
-     None, "fla.ops.gated_delta_rule.fused_recurrent.fused_recurrent_gated_delta_rule("),
-    ("sglang-recurrent", "decode-B2-T1-H1-HV2-K8-V16-pool5-pad1-fp32state-bf16in-i64-vk-gate_mild-seed2-"
-                         "slots[3,-1]-gap1", None, "sglang."),
+    (
+        "flashinfer-bf16",
+        "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-gate_mixed-seed3-slots[5,-1,2]-"
+        "wslots[4,-1,6]-inter3x8+0-noupdate",
+        "fuzz.standins.flashinfer_cpu",
+        "flashinfer.gdn_decode.gated_delta_rule_decode_pretranspose(",
+    ),
+    (
+        "fla-recurrent",
+        "verify-B2-T3-H1-HV2-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed1-slots[0,1]",
+        None,
+        "fla.ops.gated_delta_rule.fused_recurrent.fused_recurrent_gated_delta_rule(",
+    ),
+    (
+        "sglang-recurrent",
+        "decode-B2-T1-H1-HV2-K8-V16-pool5-pad1-fp32state-bf16in-i64-vk-gate_mild-seed2-slots[3,-1]-gap1",
+        None,
+        "sglang.",
+    ),
 ]
 
 
 def _top_call(text: str) -> list[str]:
     """The call shown on top of a script: its commented lines from the function to the closing parenthesis."""
-    top = text[:text.index(MARKER)].splitlines()
+    top = text[: text.index(MARKER)].splitlines()
     first = next(n for n, line in enumerate(top) if line.startswith("#     ") and line.endswith("("))
     last = top.index("#     )", first)
-    return [line[len("#     "):] for line in top[first:last + 1]]
+    return [line[len("#     ") :] for line in top[first : last + 1]]
 
 
 def _made_call(out: str) -> list[str]:
@@ -480,14 +619,15 @@ def _made_call(out: str) -> list[str]:
     lines = out.splitlines()
     first = lines.index("the call, as made here:") + 1
     last = lines.index("    )", first)
-    return [line[4:] for line in lines[first:last + 1]]
+    return [line[4:] for line in lines[first : last + 1]]
 
 
 @pytest.mark.parametrize(("target", "coordinate", "module", "function"), SHOWN, ids=[s[0] for s in SHOWN])
 def test_script_opens_with_the_call_its_check_makes(tmp_path, target, coordinate, module, function):
     script = tmp_path / "repro.py"
-    assert export_main([coordinate, "--target", target, "-o", str(script), *(["--module", module] if module else [])
-                        ]) == 0
+    assert (
+        export_main([coordinate, "--target", target, "-o", str(script), *(["--module", module] if module else [])]) == 0
+    )
     text = script.read_text()
     shown = _top_call(text)
     assert shown[0].startswith(function) and f".{BY_NAME[target].needs[0]}(" in shown[0] and len(shown) > 8, shown
@@ -505,13 +645,19 @@ def test_padding_entries_show_and_the_call_is_recorded_without_the_library(tmp_p
     assert export_main([SHOWN[0][1], "--target", "flashinfer-bf16", "-o", str(script)]) == 0
     shown = _top_call(script.read_text())
     assert shown[0] == "flashinfer.gdn_decode.gated_delta_rule_decode_pretranspose("
-    slots = [line.strip() for line in shown if line.strip().startswith(("initial_state_indices=",
-                                                                         "output_state_indices="))]
-    assert [line.split("=  ")[-1].strip() for line in slots] == ["int32 [3]  strides (1,)  = [5, -1, 2]",
-                                                                  "int32 [3]  strides (1,)  = [4, -1, 6]"], shown
+    slots = [
+        line.strip() for line in shown if line.strip().startswith(("initial_state_indices=", "output_state_indices="))
+    ]
+    assert [line.split("=  ")[-1].strip() for line in slots] == [
+        "int32 [3]  strides (1,)  = [5, -1, 2]",
+        "int32 [3]  strides (1,)  = [4, -1, 6]",
+    ], shown
     installed = importlib.util.find_spec("flashinfer") is not None
-    assert installed or "CPU stand-in fuzz.standins.flashinfer_cpu, since flashinfer-python is not installed" in \
-        " ".join(script.read_text().split())
+    assert (
+        installed
+        or "CPU stand-in fuzz.standins.flashinfer_cpu, since flashinfer-python is not installed"
+        in " ".join(script.read_text().split())
+    )
 
 
 def test_issue_body_shows_the_call_the_script_makes(tmp_path):
@@ -522,7 +668,7 @@ def test_issue_body_shows_the_call_the_script_makes(tmp_path):
     made = _made_call(text)  # the script's output, in the body
     assert made[0].startswith("sglang.") and made[0].endswith(".fused_recurrent_gated_delta_rule_update(")
     assert f"**What happens.** `{made[0][:-1]}`, on the call below." in text
-    call = text[text.index("### The call\n"):text.index("### The case")]
+    call = text[text.index("### The call\n") : text.index("### The case")]
     assert f"`{made[0][:-1]}` is called with these keyword arguments" in call
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in call.splitlines() if line.startswith("| `")]
     assert [row[0].strip("`") for row in rows] == [line.split("=")[0].strip() for line in made[1:-1]], call
@@ -540,7 +686,10 @@ def test_no_path_of_this_machine_in_an_issue_body(tmp_path):
     from fuzz.export.issue import scrub
 
     script = tmp_path / "case.py"
-    log = (f"Persisted CuTe-DSL kernel to {tempfile.gettempdir()}/fi_ws/.cache/k.o; ran {script}; "
-           f"{sys.prefix}/lib/x.py; {os.path.expanduser('~')}/.cache/y")
-    assert scrub(log, script) == ("Persisted CuTe-DSL kernel to <tmp>/fi_ws/.cache/k.o; ran ./case.py; "
-                                  "<python>/lib/x.py; ~/.cache/y")
+    log = (
+        f"Persisted CuTe-DSL kernel to {tempfile.gettempdir()}/fi_ws/.cache/k.o; ran {script}; "
+        f"{sys.prefix}/lib/x.py; {os.path.expanduser('~')}/.cache/y"
+    )
+    assert scrub(log, script) == (
+        "Persisted CuTe-DSL kernel to <tmp>/fi_ws/.cache/k.o; ran ./case.py; <python>/lib/x.py; ~/.cache/y"
+    )

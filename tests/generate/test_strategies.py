@@ -1,5 +1,6 @@
 """The generator reaches every shipped bug class (hypothesis.find proves a drawing exists), and every drawn
 Case round-trips through its coordinate."""
+
 import dataclasses
 
 import pytest
@@ -15,8 +16,9 @@ from fuzz.model.support import Support
 from fuzz.targets.registry import TARGETS, overridden
 
 BY_NAME = {t.name: t for t in TARGETS}
-FIND = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck), derandomize=True,
-                phases=[Phase.generate])  # any witness will do: shrinking huge slot ids costs a minute
+FIND = settings(
+    max_examples=3000, database=None, suppress_health_check=list(HealthCheck), derandomize=True, phases=[Phase.generate]
+)  # any witness will do: shrinking huge slot ids costs a minute
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -33,8 +35,10 @@ REACHABLE = {
     "negative padding index": ("flashinfer-pretranspose-fp32", "decode", lambda c: any(c.padded)),
     "all rows padded": ("flashinfer-mtp-fp32", "verify", lambda c: c.B >= 2 and all(c.padded)),
     "intermediate rows by slot (pool > B, non-identity map)": (
-        "flashinfer-mtp-fp32", "verify",
-        lambda c: c.inter_rows and c.pool > c.B and not _identity(c) and max(c.read_slots) >= c.B),
+        "flashinfer-mtp-fp32",
+        "verify",
+        lambda c: c.inter_rows and c.pool > c.B and not _identity(c) and max(c.read_slots) >= c.B,
+    ),
     "split read/write slots": ("flashinfer-pretranspose-fp32", "decode", lambda c: c.write_slots is not None),
     "per-token scatter": ("flashinfer-mtp-fp32", "verify", lambda c: c.token_slots is not None),
     "strided pool": ("flashinfer-bf16", "verify", lambda c: c.pool_gap > 0),
@@ -52,8 +56,10 @@ REACHABLE = {
     "bf16 state pool": ("flashinfer-bf16", "verify", lambda c: c.state_dtype == "bf16" and c.T > 1),
     "varlen with an empty sequence": ("fla-recurrent", "prefill", lambda c: 0 in c.seqlens and c.B >= 2),
     "padded prefill read with a real write slot": (
-        "flashinfer-prefill-chunk", "prefill",
-        lambda c: any(p and w >= 0 and n > 0 for p, w, n in zip(c.padded, c.write_slots or (), c.seqlens))),
+        "flashinfer-prefill-chunk",
+        "prefill",
+        lambda c: any(p and w >= 0 and n > 0 for p, w, n in zip(c.padded, c.write_slots or (), c.seqlens)),
+    ),
 }
 
 
@@ -87,8 +93,12 @@ def test_large_pool_cases_reach_int32_overflow_and_other_cases_never(name):
 
     every_large_case()
     sup = target.declared()
-    assert seen == {(d, i, g) for d in sup.state_dtypes for i in sup.index_dtypes
-                    for g in ((False, True) if sup.strided_pool else (False,))}
+    assert seen == {
+        (d, i, g)
+        for d in sup.state_dtypes
+        for i in sup.index_dtypes
+        for g in ((False, True) if sup.strided_pool else (False,))
+    }
     assert reach == {31, 32}
     with pytest.raises(Exception, match="No examples"):
         find(cases(target, "verify", H200), lambda c: c.pool * c.HV * c.K * c.V > INT32_ELEMENTS, settings=FIND)
@@ -120,9 +130,15 @@ def test_cpu_budget_never_draws_large_pools():
         find(cases(target, "verify", BUDGETS["ci"]), lambda c: c.pool * c.HV * c.K * c.V > 2**24, settings=FIND)
 
 
-@pytest.mark.parametrize(("name", "op", "T", "buffer", "update"), [
-    ("flashinfer-bf16", "verify", 2, True, True), ("flashinfer-mtp-fp32", "verify", 1, False, True),
-    ("flashinfer-decode-kmajor", "decode", 1, False, True), ("flashinfer-prefill-chunk", "prefill", 1, False, True)])
+@pytest.mark.parametrize(
+    ("name", "op", "T", "buffer", "update"),
+    [
+        ("flashinfer-bf16", "verify", 2, True, True),
+        ("flashinfer-mtp-fp32", "verify", 1, False, True),
+        ("flashinfer-decode-kmajor", "decode", 1, False, True),
+        ("flashinfer-prefill-chunk", "prefill", 1, False, True),
+    ],
+)
 def test_every_dispatch_threshold_is_crossed_both_ways(name, op, T, buffer, update):
     """fuzz.model.dispatch: for each threshold of the target, cases just short of it and just past it are drawn
     (hypothesis.find proves each side is reachable; straddle draws them for half the cases of such a bucket)."""
@@ -132,9 +148,16 @@ def test_every_dispatch_threshold_is_crossed_both_ways(name, op, T, buffer, upda
     sms = dispatch.num_sms()
     for t in rows:
         for above in (False, True):
+
             def crossed(c, t=t, above=above):
-                return (c.T >= T if op == "verify" else True) and bool(c.inter_rows) == buffer and c.update == update \
-                    and t.applies(max(c.T, 1), bool(c.inter_rows), c.update) and c.B == t.batch(above, c.H, c.HV, sms)
+                return (
+                    (c.T >= T if op == "verify" else True)
+                    and bool(c.inter_rows) == buffer
+                    and c.update == update
+                    and t.applies(max(c.T, 1), bool(c.inter_rows), c.update)
+                    and c.B == t.batch(above, c.H, c.HV, sms)
+                )
+
             if t.batch(above, 1, 1, sms) > 1100:
                 continue
             found = find(cases(target, op, BUDGETS["ci"]), crossed, settings=FIND)
@@ -214,9 +237,9 @@ def test_a_seed_draws_the_same_cases_whatever_else_was_imported(tmp_path, monkey
     (profiles.stable_draws), else a test run alone and the same test after others, or a gate's two sides, would
     draw different cases from one seed. A module full of small integers is imported between two draws."""
     before = _stream("flashinfer-mtp-fp32", "verify")
-    (tmp_path / "gdn_many_constants.py").write_text(
-        "VALUES = (" + ", ".join(str(i) for i in range(2, 400)) + ")\n")
+    (tmp_path / "gdn_many_constants.py").write_text("VALUES = (" + ", ".join(str(i) for i in range(2, 400)) + ")\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import importlib
+
     importlib.import_module("gdn_many_constants")
     assert _stream("flashinfer-mtp-fp32", "verify") == before

@@ -1,4 +1,5 @@
 """Verdict logic on a hand-built target: the oracle itself (must pass) and single planted faults."""
+
 import pytest
 import torch
 
@@ -14,8 +15,9 @@ from fuzz.run.harness import verify as check
 from fuzz.targets.base import Family, Target
 from fuzz.targets.semantics import Semantics
 
-CASE = Case.parse("verify-B2-T3-H1-HV2-K4-V8-pool5-pad1-fp32state-fp32in-i32-vk-gate_mild-seed11-slots[3,-1]"
-                  "-inter3x4+1-rows[2,0]")
+CASE = Case.parse(
+    "verify-B2-T3-H1-HV2-K4-V8-pool5-pad1-fp32state-fp32in-i32-vk-gate_mild-seed11-slots[3,-1]-inter3x4+1-rows[2,0]"
+)
 
 
 class OracleTarget(Target):
@@ -34,9 +36,18 @@ class OracleTarget(Target):
     def call(self, case, t):
         sem = self.semantics()
         res = reference.mtp_verify(
-            t.q, t.k, t.v, reference.RawGates(t.A_log, t.a, t.dt_bias, t.b), t.pool.view, t.read_slots,
-            pad=sem.pad, precision=sem.precision(case), intermediate=t.inter.view, intermediate_rows=t.inter_index,
-            disable_state_update=not case.update)
+            t.q,
+            t.k,
+            t.v,
+            reference.RawGates(t.A_log, t.a, t.dt_bias, t.b),
+            t.pool.view,
+            t.read_slots,
+            pad=sem.pad,
+            precision=sem.precision(case),
+            intermediate=t.inter.view,
+            intermediate_rows=t.inter_index,
+            disable_state_update=not case.update,
+        )
         t.pool.view.copy_(res.pool)
         t.inter.view.copy_(res.intermediate)
         t.output.view.copy_(res.output)

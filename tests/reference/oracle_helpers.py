@@ -1,5 +1,6 @@
 """Shared pieces of the oracle tests: shape strategies, seeded random cases, and the GDN math
 written out independently of reference.recurrence (gates, normalisation, head expansion)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -35,9 +36,14 @@ class Shape:
 @st.composite
 def shapes(draw, min_T: int = 1, max_T: int = 6, max_B: int = 3, groups=(1, 2, 4)) -> Shape:
     """Small shapes; K and V drawn independently from 2..8, so K != V most of the time."""
-    return Shape(B=draw(st.integers(1, max_B)), T=draw(st.integers(min_T, max_T)),
-                 H=draw(st.sampled_from((1, 2))), G=draw(st.sampled_from(groups)),
-                 K=draw(st.integers(2, 8)), V=draw(st.integers(2, 8)))
+    return Shape(
+        B=draw(st.integers(1, max_B)),
+        T=draw(st.integers(min_T, max_T)),
+        H=draw(st.sampled_from((1, 2))),
+        G=draw(st.sampled_from(groups)),
+        K=draw(st.integers(2, 8)),
+        V=draw(st.integers(2, 8)),
+    )
 
 
 @dataclass(frozen=True)
@@ -63,8 +69,12 @@ def randn(gen: torch.Generator, *size: int, dtype=F64) -> torch.Tensor:
 
 def random_gates(gen: torch.Generator, *lead: int, HV: int) -> RawGates:
     """Decays exp(g) spread over (0, 1) and beta over (0, 1): A_log in [-1.5, 0.5]."""
-    return RawGates(A_log=torch.rand(HV, generator=gen, dtype=F64) * 2 - 1.5, a=randn(gen, *lead, HV),
-                    dt_bias=randn(gen, HV), b=2 * randn(gen, *lead, HV))
+    return RawGates(
+        A_log=torch.rand(HV, generator=gen, dtype=F64) * 2 - 1.5,
+        a=randn(gen, *lead, HV),
+        dt_bias=randn(gen, HV),
+        b=2 * randn(gen, *lead, HV),
+    )
 
 
 def non_identity_slots(gen: torch.Generator, B: int, P: int) -> torch.Tensor:
@@ -82,8 +92,15 @@ def make_case(seed: int, shape: Shape, extra_slots: int = 0, pool_dtype=F64) -> 
     B, T, H, HV, K, V = shape.B, shape.T, shape.H, shape.HV, shape.K, shape.V
     P = B + extra_slots
     slots = torch.arange(B) if extra_slots == 0 else non_identity_slots(gen, B, P)
-    return Case(shape=shape, q=randn(gen, B, T, H, K), k=randn(gen, B, T, H, K), v=randn(gen, B, T, HV, V),
-                gates=random_gates(gen, B, T, HV=HV), pool=randn(gen, P, HV, V, K, dtype=pool_dtype), slots=slots)
+    return Case(
+        shape=shape,
+        q=randn(gen, B, T, H, K),
+        k=randn(gen, B, T, H, K),
+        v=randn(gen, B, T, HV, V),
+        gates=random_gates(gen, B, T, HV=HV),
+        pool=randn(gen, P, HV, V, K, dtype=pool_dtype),
+        slots=slots,
+    )
 
 
 def verify(case: Case, **kw):
@@ -120,6 +137,7 @@ def decode_by_decode(case: Case, precision=EXACT, **kw) -> tuple[torch.Tensor, t
 
 
 # ---- the math, written from the spec, for independent formulations ----
+
 
 def spec_gates(gates: RawGates) -> tuple[torch.Tensor, torch.Tensor]:
     """(g, beta) via torch's own softplus (threshold 20) and sigmoid."""

@@ -4,6 +4,7 @@ split writes, token slots, intermediate rows, disable_state_update, the caller's
 sequences, GVA, both layouts and every precision model. Slots no request reads hold NaN in every example, so a
 read of one shows as a non-finite value. Values may differ by ULPS ulps of the compute dtype relative to the largest
 expected value (on CPU they have been bit-identical); untouched slots and rows must be bit-identical."""
+
 from __future__ import annotations
 
 import math
@@ -74,8 +75,10 @@ class Call:
             event("disable_state_update")
 
     def __repr__(self):  # what Hypothesis prints for a failing example
-        kw = {k: (list(v.shape) if k in ("intermediate", "output") else v.tolist()) if isinstance(v, torch.Tensor)
-              else v for k, v in self.kwargs.items()}
+        kw = {
+            k: (list(v.shape) if k in ("intermediate", "output") else v.tolist()) if isinstance(v, torch.Tensor) else v
+            for k, v in self.kwargs.items()
+        }
         return f"Call({self.op}, {self.model}, q{list(self.args[0].shape)}, pool{list(self.pool.shape)}, {kw})"
 
 
@@ -114,10 +117,20 @@ def gates_for(draw, gen, *lead, HV):
 def common(draw, B):
     """The keywords every op takes, the pool geometry and the precision model."""
     model = draw(st.sampled_from(sorted(MODELS)))
-    pad = PadContract(sentinel=draw(st.sampled_from(("negative", "zero"))), read=draw(st.sampled_from(READS)),
-                      write=draw(st.sampled_from(("skip", "slot0"))))
-    return dict(model=model, pad=pad, layout=draw(st.sampled_from(("vk", "kv"))), P=B + draw(st.integers(1, 4)),
-                use_l2norm=draw(st.booleans()), scale=draw(st.sampled_from((None, 0.7))), split=draw(st.booleans()))
+    pad = PadContract(
+        sentinel=draw(st.sampled_from(("negative", "zero"))),
+        read=draw(st.sampled_from(READS)),
+        write=draw(st.sampled_from(("skip", "slot0"))),
+    )
+    return dict(
+        model=model,
+        pad=pad,
+        layout=draw(st.sampled_from(("vk", "kv"))),
+        P=B + draw(st.integers(1, 4)),
+        use_l2norm=draw(st.booleans()),
+        scale=draw(st.sampled_from((None, 0.7))),
+        split=draw(st.booleans()),
+    )
 
 
 def pool_side(draw, gen, c: dict, n: int, s: Shape) -> tuple:
@@ -153,8 +166,9 @@ def verify_calls(draw, max_T=5):
         kw["output"] = randn(gen, B, T, HV, V)
     q, k, v = randn(gen, B, T, H, K), randn(gen, B, T, H, K), randn(gen, B, T, HV, V)
     pool = poisoned_pool(gen, P, state, pool_dtype, read_slots, pad)
-    return Call("verify", (q, k, v, gates_for(draw, gen, B, T, HV=HV), pool, read_slots), kw, pool, intermediate,
-                c["model"])
+    return Call(
+        "verify", (q, k, v, gates_for(draw, gen, B, T, HV=HV), pool, read_slots), kw, pool, intermediate, c["model"]
+    )
 
 
 @st.composite
@@ -173,11 +187,13 @@ def prefill_calls(draw):
         cu = cu.int()
     q, k, v = randn(gen, N_tok, H, K), randn(gen, N_tok, H, K), randn(gen, N_tok, HV, V)
     pool = poisoned_pool(gen, P, state, pool_dtype, read_slots, pad)
-    return Call("prefill", (q, k, v, gates_for(draw, gen, N_tok, HV=HV), cu, pool, read_slots), kw, pool, None,
-                c["model"])
+    return Call(
+        "prefill", (q, k, v, gates_for(draw, gen, N_tok, HV=HV), cu, pool, read_slots), kw, pool, None, c["model"]
+    )
 
 
 # ---- comparison ----
+
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-identical, NaN payloads included."""
@@ -228,6 +244,7 @@ def assert_matches(call: Call, b: SparseResult | None = None):
 
 # ---- the properties ----
 
+
 @MANY
 @given(call=verify_calls())
 def test_batched_verify_equals_sequential_oracle(call):
@@ -247,8 +264,11 @@ def test_batched_prefill_equals_sequential_oracle(call):
 @FEW
 @given(call=verify_calls(max_T=1))
 def test_batched_decode_equals_decode(call):
-    kw = {k: v for k, v in call.kwargs.items() if k in ("write_slots", "scale", "use_l2norm", "layout", "pad",
-                                                        "precision", "output")}
+    kw = {
+        k: v
+        for k, v in call.kwargs.items()
+        if k in ("write_slots", "scale", "use_l2norm", "layout", "pad", "precision", "output")
+    }
     ref = decode(*call.args, **kw)
     got = to_pool_result(batched_decode(*call.args, **kw), call.pool)
     assert_close_ulps(got.output, ref.output, kw["precision"].compute, "output")
@@ -270,11 +290,17 @@ def test_inputs_are_never_modified(call):
 
 # ---- write conflicts, poisoned slots and strided pools, worked out by hand ----
 
+
 def small_verify(seed=0, B=4, T=3, H=1, G=2, K=3, V=5, P=6, dtype=F64):
     gen = generator(seed)
     HV = H * G
-    return (randn(gen, B, T, H, K), randn(gen, B, T, H, K), randn(gen, B, T, HV, V), random_gates(gen, B, T, HV=HV),
-            randn(gen, P, HV, V, K, dtype=dtype))
+    return (
+        randn(gen, B, T, H, K),
+        randn(gen, B, T, H, K),
+        randn(gen, B, T, HV, V),
+        random_gates(gen, B, T, HV=HV),
+        randn(gen, P, HV, V, K, dtype=dtype),
+    )
 
 
 def test_last_writer_wins_on_slot0_redirects_repeated_token_slots_and_rows():
@@ -285,8 +311,14 @@ def test_last_writer_wins_on_slot0_redirects_repeated_token_slots_and_rows():
     pad = PadContract(read="slot0")
     inter = torch.zeros(3, 3, *pool.shape[1:], dtype=F64)
     rows = torch.tensor([1, 1, -1, 1])
-    call = Call("verify", (q, k, v, gates, pool, slots), dict(pad=pad, intermediate=inter, intermediate_rows=rows),
-                pool, inter, "exact")
+    call = Call(
+        "verify",
+        (q, k, v, gates, pool, slots),
+        dict(pad=pad, intermediate=inter, intermediate_rows=rows),
+        pool,
+        inter,
+        "exact",
+    )
     assert_matches(call)
     b = call.batched()
     assert b.slots.tolist() == [2, 0] and b.rows.tolist() == [1]  # in the order of the last writes
@@ -331,13 +363,17 @@ def test_strided_pool_view(layout):
     HV = H * G
     inner = (V, K) if layout == "vk" else (K, V)
     base = randn(gen, 2 * P, HV, inner[0], inner[1] + 3)
-    pool = base[::2, :, :, 1: 1 + inner[1]]
+    pool = base[::2, :, :, 1 : 1 + inner[1]]
     assert not pool.is_contiguous()
     inter_base = randn(gen, B, T + 1, HV, inner[0], 2 * inner[1])
     inter = inter_base[..., ::2]
     before = base.clone()
-    kw = dict(layout=layout, write_slots=torch.tensor([4, 0, 2]), intermediate=inter,
-              intermediate_rows=torch.tensor([2, -1, 0]))
+    kw = dict(
+        layout=layout,
+        write_slots=torch.tensor([4, 0, 2]),
+        intermediate=inter,
+        intermediate_rows=torch.tensor([2, -1, 0]),
+    )
     call = Call("verify", (q, k, v, gates, pool, torch.tensor([1, 3, 4])), kw, pool, inter, "exact")
     assert_matches(call)
     assert same_bits(base, before)
@@ -371,9 +407,16 @@ def test_touches_only_the_slots_it_reads(op):
             batched_verify(q, k, v, gates, pool, slots, precision=precision)
         else:
             flat = lambda x: x.reshape(6, *x.shape[2:])
-            batched_prefill(flat(q), flat(k), flat(v), RawGates(gates.A_log, flat(gates.a), gates.dt_bias,
-                                                                flat(gates.b)),
-                            torch.tensor([0, 4, 4, 6]), pool, slots, precision=precision)
+            batched_prefill(
+                flat(q),
+                flat(k),
+                flat(v),
+                RawGates(gates.A_log, flat(gates.a), gates.dt_bias, flat(gates.b)),
+                torch.tensor([0, 4, 4, 6]),
+                pool,
+                slots,
+                precision=precision,
+            )
     assert seen.numel <= 8 * math.prod(pool.shape[1:]), f"a tensor of {seen.numel} elements: a copy of the pool?"
 
 
@@ -394,6 +437,7 @@ def test_blas_sized_heads(layout, model):
 
 # ---- argument validation: the same errors as reference.ops ----
 
+
 def message(fn, *args, **kw) -> str:
     with pytest.raises(ValueError) as info:
         fn(*args, **kw)
@@ -402,12 +446,14 @@ def message(fn, *args, **kw) -> str:
 
 def error_cases():
     from test_oracle_errors import PREFILL_ERRORS, VERIFY_ERRORS  # the sequential oracle's own error table
+
     return VERIFY_ERRORS, PREFILL_ERRORS
 
 
 @pytest.mark.parametrize("name", sorted(error_cases()[0]))
 def test_bad_verify_input_raises_the_sequential_oracles_error(name):
     from test_oracle_errors import CASE
+
     _, kw = error_cases()[0][name]
     kw = dict(kw)
     case = kw.pop("case", CASE)
@@ -418,10 +464,15 @@ def test_bad_verify_input_raises_the_sequential_oracles_error(name):
 @pytest.mark.parametrize("name", sorted(error_cases()[1]))
 def test_bad_prefill_input_raises_the_sequential_oracles_error(name):
     from test_oracle_errors import CASE, N_TOK, packed
+
     _, kw = error_cases()[1][name]
     q, k, v, gates = packed()
-    call = {**dict(q=q, k=k, v=v, gates=gates, cu_seqlens=torch.tensor([0, 3, N_TOK]), pool=CASE.pool,
-                   read_slots=CASE.slots), **kw}
+    call = {
+        **dict(
+            q=q, k=k, v=v, gates=gates, cu_seqlens=torch.tensor([0, 3, N_TOK]), pool=CASE.pool, read_slots=CASE.slots
+        ),
+        **kw,
+    }
     assert message(batched_prefill, **call) == message(prefill, **call)
 
 
@@ -437,7 +488,6 @@ def test_sparse_result_of_a_frozen_verify_writes_no_slot():
     assert b.slots.numel() == 0 and b.states.shape == (0,) + tuple(pool.shape[1:]) and b.written_slots == frozenset()
     assert b.rows is None and b.written_rows == frozenset()
     assert torch.equal(to_pool_result(b, pool).pool, pool)
-
 
 
 # ---- today's batched results, pinned bit for bit ----
@@ -467,29 +517,66 @@ def _pin_prefill(seed, model, lengths, slots, layout="vk", **kw):
 
 PINNED = {  # each reaches other contract branches and rounding points of the batched loop
     "verify-skip_zero-rows-output": lambda: _pin_verify(
-        11, "exact", [3, -1, 0, 5], intermediate=torch.zeros(5, 4, 2, 5, 3), output=randn(generator(1), 4, 3, 2, 5),
-        intermediate_rows=torch.tensor([4, 1, -1, 0])),
+        11,
+        "exact",
+        [3, -1, 0, 5],
+        intermediate=torch.zeros(5, 4, 2, 5, 3),
+        output=randn(generator(1), 4, 3, 2, 5),
+        intermediate_rows=torch.tensor([4, 1, -1, 0]),
+    ),
     "verify-slot0-split-kv-flashinfer": lambda: _pin_verify(
-        12, "flashinfer-bf16", [-1, 2, 4, -3], layout="kv", pad=PadContract(read="slot0", write="slot0"),
-        write_slots=torch.tensor([5, -1, 1, 2])),
+        12,
+        "flashinfer-bf16",
+        [-1, 2, 4, -3],
+        layout="kv",
+        pad=PadContract(read="slot0", write="slot0"),
+        write_slots=torch.tensor([5, -1, 1, 2]),
+    ),
     "verify-token_slots-zero-untouched-products": lambda: _pin_verify(
-        13, "f32-products-bf16", [0, 3, 1, 2], pad=PadContract(sentinel="zero", read="skip_untouched"),
+        13,
+        "f32-products-bf16",
+        [0, 3, 1, 2],
+        pad=PadContract(sentinel="zero", read="skip_untouched"),
         token_slots=torch.tensor([[1, 2, 3], [4, 0, 5], [2, 2, -1], [5, 1, 0]]),
-        output=randn(generator(2), 4, 3, 2, 5)),
+        output=randn(generator(2), 4, 3, 2, 5),
+    ),
     "verify-zero_state-split-truncates": lambda: _pin_verify(
-        14, "f32-beta-bf16-truncates", [-1, 1, 2, -1], pad=PadContract(read="zero_state"),
-        write_slots=torch.tensor([3, 4, -1, 0]), intermediate=torch.zeros(4, 3, 2, 5, 3, dtype=F32)),
+        14,
+        "f32-beta-bf16-truncates",
+        [-1, 1, 2, -1],
+        pad=PadContract(read="zero_state"),
+        write_slots=torch.tensor([3, 4, -1, 0]),
+        intermediate=torch.zeros(4, 3, 2, 5, 3, dtype=F32),
+    ),
     "verify-frozen-normalized-scale": lambda: _pin_verify(
-        15, "f32-normalized-bf16", [5, 4, 3, 2], disable_state_update=True, scale=0.7,
-        intermediate=torch.zeros(4, 3, 2, 5, 3)),
+        15,
+        "f32-normalized-bf16",
+        [5, 4, 3, 2],
+        disable_state_update=True,
+        scale=0.7,
+        intermediate=torch.zeros(4, 3, 2, 5, 3),
+    ),
     "prefill-unsorted-zero_state-split": lambda: _pin_prefill(
-        16, "exact", [2, 0, 4, 1], [1, -1, 3, 0], pad=PadContract(read="zero_state"),
-        write_slots=torch.tensor([2, 5, -1, 4])),
+        16,
+        "exact",
+        [2, 0, 4, 1],
+        [1, -1, 3, 0],
+        pad=PadContract(read="zero_state"),
+        write_slots=torch.tensor([2, 5, -1, 4]),
+    ),
     "prefill-each-step-slot0-kv-nonorm": lambda: _pin_prefill(
-        17, "f32-each-step-bf16pool", [3, 1, 5], [-1, 2, 0], layout="kv", pad=PadContract(read="slot0"),
-        use_l2norm=False, scale=0.7),
-    "decode-output-bf16": lambda: batched_decode(*small_verify(seed=18, T=1, dtype=F32), torch.tensor([1, -1, 4, 2]),
-                                                 precision=MODELS["f32-output-bf16"][0]),
+        17,
+        "f32-each-step-bf16pool",
+        [3, 1, 5],
+        [-1, 2, 0],
+        layout="kv",
+        pad=PadContract(read="slot0"),
+        use_l2norm=False,
+        scale=0.7,
+    ),
+    "decode-output-bf16": lambda: batched_decode(
+        *small_verify(seed=18, T=1, dtype=F32), torch.tensor([1, -1, 4, 2]), precision=MODELS["f32-output-bf16"][0]
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """The oracle against formulations written here from the math alone: the chunked WY (UT-transform)
 form, the unrolled product of transition matrices, and cases with a closed-form answer."""
+
 import functools
 
 import pytest
@@ -49,7 +50,7 @@ def wy_chunk(S0, q, k, v, g, beta):
 def chunked_wy(S0, q, k, v, g, beta, chunk):
     outs, states = [], []
     for c in range(0, len(g), chunk):
-        o, s = wy_chunk(S0, q[c:c + chunk], k[c:c + chunk], v[c:c + chunk], g[c:c + chunk], beta[c:c + chunk])
+        o, s = wy_chunk(S0, q[c : c + chunk], k[c : c + chunk], v[c : c + chunk], g[c : c + chunk], beta[c : c + chunk])
         outs.append(o)
         states.append(s)
         S0 = s[-1]
@@ -64,8 +65,12 @@ def transition_products(S0, q, k, v, g, beta, chunk=None):
     def prod(lo, hi):  # A_lo @ ... @ A_{hi-1}, the identity when empty
         return functools.reduce(torch.matmul, A[lo:hi], torch.eye(K, dtype=F64))
 
-    states = torch.stack([S0 @ prod(0, t + 1) + sum(beta[j] * torch.outer(v[j], k[j]) @ prod(j + 1, t + 1)
-                                                    for j in range(t + 1)) for t in range(T)])
+    states = torch.stack(
+        [
+            S0 @ prod(0, t + 1) + sum(beta[j] * torch.outer(v[j], k[j]) @ prod(j + 1, t + 1) for j in range(t + 1))
+            for t in range(T)
+        ]
+    )
     return torch.einsum("tvk,tk->tv", states, q), states
 
 
@@ -76,8 +81,9 @@ def check_against(formulation, case, **kw):
     res = verify(case, intermediate=inter)
     for n in range(B):
         for h in range(case.shape.HV):
-            o, states = formulation(case.pool[case.slots[n], h], q[n, :, h], k[n, :, h], v[n, :, h],
-                                    g[n, :, h], beta[n, :, h], **kw)
+            o, states = formulation(
+                case.pool[case.slots[n], h], q[n, :, h], k[n, :, h], v[n, :, h], g[n, :, h], beta[n, :, h], **kw
+            )
             assert_close64(res.output[n, :, h], o)
             assert_close64(res.intermediate[n, :, h], states)
             assert_close64(res.pool[case.slots[n], h], states[-1])

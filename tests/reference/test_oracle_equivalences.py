@@ -1,5 +1,6 @@
 """Different call shapes of the same computation agree: verify vs decode-by-decode, GVA vs repeated heads,
 "vk" vs "kv" layouts, and the scale argument."""
+
 import pytest
 import torch
 from hypothesis import given
@@ -49,8 +50,9 @@ def test_verify_equals_decode_by_decode_when_state_rounded_each_step(pool_dtype,
 @pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
 def test_bf16_pool_verify_keeps_fp32_chain_and_differs_from_decode_by_decode(seed):
     """Without state_each_step the T-token call keeps the state in fp32, so it is not decode-by-decode."""
-    case = with_log_gates(make_case(seed, Shape(B=2, T=5, H=2, G=2, K=8, V=6), extra_slots=1,
-                                    pool_dtype=torch.bfloat16))
+    case = with_log_gates(
+        make_case(seed, Shape(B=2, T=5, H=2, G=2, K=8, V=6), extra_slots=1, pool_dtype=torch.bfloat16)
+    )
     chained = Precision(compute=torch.float32, state_each_step=False)
     res = verify(case, precision=chained)
     out, pool, _ = decode_by_decode(case, precision=chained)
@@ -96,8 +98,17 @@ def test_kv_layout_is_the_transpose_of_vk(shape, seed):
     rows = torch.randperm(shape.B + 1, generator=gen)[: shape.B]
     vk = verify(case, intermediate=inter, intermediate_rows=rows)
     t = lambda x: x.transpose(-1, -2).contiguous()
-    kv = mtp_verify(case.q, case.k, case.v, case.gates, t(case.pool), case.slots, layout="kv",
-                    intermediate=t(inter), intermediate_rows=rows)
+    kv = mtp_verify(
+        case.q,
+        case.k,
+        case.v,
+        case.gates,
+        t(case.pool),
+        case.slots,
+        layout="kv",
+        intermediate=t(inter),
+        intermediate_rows=rows,
+    )
     assert torch.equal(kv.output, vk.output)
     assert torch.equal(kv.pool, t(vk.pool))
     assert torch.equal(kv.intermediate, t(vk.intermediate))

@@ -1,4 +1,5 @@
 """Every bad input raises ValueError, and the message starts with the argument it is about."""
+
 import re
 from dataclasses import replace
 
@@ -28,13 +29,19 @@ VERIFY_ERRORS = {  # id: (argument named first in the message, keyword overrides
     "read_slots_wrong_length": ("read_slots", dict(case=replace(CASE, slots=CASE.slots[:1]))),
     "write_slots_float": ("write_slots", dict(write_slots=CASE.slots.float())),
     "token_slots_float": ("token_slots", dict(token_slots=torch.ones(S.B, S.T))),
-    "token_slots_with_disable_state_update": ("token_slots", dict(
-        token_slots=torch.ones(S.B, S.T, dtype=torch.long), disable_state_update=True)),
+    "token_slots_with_disable_state_update": (
+        "token_slots",
+        dict(token_slots=torch.ones(S.B, S.T, dtype=torch.long), disable_state_update=True),
+    ),
     "intermediate_steps_lt_T": ("intermediate", dict(intermediate=INTER[:, :-1])),
-    "intermediate_rows_out_of_range": ("intermediate", dict(intermediate_rows=torch.tensor([0, S.B]),
-                                                            intermediate=INTER)),
-    "intermediate_rows_float": ("intermediate_rows", dict(intermediate_rows=torch.tensor([0.0, 1.0]),
-                                                          intermediate=INTER)),
+    "intermediate_rows_out_of_range": (
+        "intermediate",
+        dict(intermediate_rows=torch.tensor([0, S.B]), intermediate=INTER),
+    ),
+    "intermediate_rows_float": (
+        "intermediate_rows",
+        dict(intermediate_rows=torch.tensor([0.0, 1.0]), intermediate=INTER),
+    ),
     "intermediate_transposed": ("intermediate", dict(intermediate=INTER.transpose(-1, -2))),
     "pool_transposed": ("pool", dict(case=replace(CASE, pool=CASE.pool.transpose(-1, -2)))),
     "pool_rank_3": ("pool", dict(case=replace(CASE, pool=CASE.pool[0]))),
@@ -92,8 +99,12 @@ PREFILL_ERRORS = {
 @pytest.mark.parametrize("arg,kw", PREFILL_ERRORS.values(), ids=PREFILL_ERRORS.keys())
 def test_bad_prefill_input_raises_value_error_naming_it(arg, kw):
     q, k, v, gates = packed()
-    call = {**dict(q=q, k=k, v=v, gates=gates, cu_seqlens=torch.tensor([0, 3, N_TOK]), pool=CASE.pool,
-                   read_slots=CASE.slots), **kw}
+    call = {
+        **dict(
+            q=q, k=k, v=v, gates=gates, cu_seqlens=torch.tensor([0, 3, N_TOK]), pool=CASE.pool, read_slots=CASE.slots
+        ),
+        **kw,
+    }
     with raises_naming(arg):
         prefill(**call)
 

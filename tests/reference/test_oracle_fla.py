@@ -1,6 +1,7 @@
 """Agreement with fla-core's naive PyTorch references (fp32, K x V state, no GVA, no l2norm).
 
 fla-core is a declared test dependency: if it cannot be imported these tests fail, they do not skip."""
+
 import warnings
 
 import torch
@@ -30,8 +31,9 @@ def fla_inputs(case):
 def test_matches_fla_naive_recurrent(shape, seed):
     case = make_case(seed, shape, extra_slots=1)
     q, k, v, g, beta, h0 = fla_inputs(case)
-    o, ht = fla_naive().naive_recurrent_gated_delta_rule(q, k, v, beta, g, scale=shape.K**-0.5, initial_state=h0,
-                                                         output_final_state=True)
+    o, ht = fla_naive().naive_recurrent_gated_delta_rule(
+        q, k, v, beta, g, scale=shape.K**-0.5, initial_state=h0, output_final_state=True
+    )
     assert o.dtype == torch.float32
     res = verify(case)
     torch.testing.assert_close(o.double(), res.output, **FP32_TOL)
@@ -44,8 +46,9 @@ def test_matches_fla_naive_chunk(shape, seed):
     """The chunked (WY) reference, with a chunk size that splits T and pads its tail."""
     case = make_case(seed, shape, extra_slots=1)
     q, k, v, g, beta, h0 = fla_inputs(case)
-    o, ht = fla_naive().naive_chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=4, scale=shape.K**-0.5,
-                                                     initial_state=h0, output_final_state=True)
+    o, ht = fla_naive().naive_chunk_gated_delta_rule(
+        q, k, v, g, beta, chunk_size=4, scale=shape.K**-0.5, initial_state=h0, output_final_state=True
+    )
     res = verify(case)
     torch.testing.assert_close(o.double(), res.output, **FP32_TOL)
     torch.testing.assert_close(ht.double().transpose(-1, -2), res.pool[case.slots], **FP32_TOL)

@@ -1,4 +1,5 @@
 """Gates, normalisation and the precision model's rounding points."""
+
 from dataclasses import replace
 
 import pytest
@@ -27,8 +28,17 @@ BF16 = torch.bfloat16
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
 def test_softplus_returns_x_exactly_above_20(dtype):
-    x = torch.tensor([torch.nextafter(torch.tensor(20.0, dtype=dtype), torch.tensor(30.0, dtype=dtype)).item(),
-                      20.5, 21.0, 50.0, 1e3, 1e30], dtype=dtype)
+    x = torch.tensor(
+        [
+            torch.nextafter(torch.tensor(20.0, dtype=dtype), torch.tensor(30.0, dtype=dtype)).item(),
+            20.5,
+            21.0,
+            50.0,
+            1e3,
+            1e30,
+        ],
+        dtype=dtype,
+    )
     assert torch.equal(softplus(x), x)
     at_20 = softplus(torch.tensor([20.0], dtype=F64))  # the threshold itself takes the log branch
     assert at_20.item() != 20.0 and at_20.item() == torch.log1p(torch.exp(torch.tensor(20.0, dtype=F64))).item()
@@ -41,8 +51,12 @@ def test_softplus_matches_torch_softplus_threshold_20():
 
 def test_gate_path_is_linear_above_the_threshold():
     a = torch.tensor([[19.0, 25.0, 100.0]], dtype=F64)
-    raw = RawGates(A_log=torch.tensor([0.3, -0.2, 0.0], dtype=F64), a=a,
-                   dt_bias=torch.tensor([0.5, -4.0, 0.0], dtype=F64), b=torch.zeros(1, 3, dtype=F64))
+    raw = RawGates(
+        A_log=torch.tensor([0.3, -0.2, 0.0], dtype=F64),
+        a=a,
+        dt_bias=torch.tensor([0.5, -4.0, 0.0], dtype=F64),
+        b=torch.zeros(1, 3, dtype=F64),
+    )
     g, beta = gate_values(raw)
     x = a + raw.dt_bias
     assert torch.equal(g[0, 1:], -torch.exp(raw.A_log[1:]) * x[0, 1:])  # 21 and 100: exactly -exp(A_log) x
@@ -157,7 +171,7 @@ def test_precision_products_round_the_mma_operands_not_the_stored_state(shape, s
     r = lambda x: x.to(BF16).to(F64)
     G = shape.G
     g, beta = case.gates.g[:, 0], case.gates.beta[:, 0]  # [B, HV]
-    q = expand_heads(unit(case.q[:, 0]), G) * shape.K ** -0.5
+    q = expand_heads(unit(case.q[:, 0]), G) * shape.K**-0.5
     k = expand_heads(unit(case.k[:, 0]), G)  # [B, HV, K]
     S = torch.exp(g)[..., None, None] * case.pool[case.slots]
     u = r(beta[..., None] * (case.v[:, 0] - r(torch.einsum("bhvk,bhk->bhv", r(S), k))))

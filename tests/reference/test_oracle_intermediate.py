@@ -1,4 +1,5 @@
 """MTP scratch states: intermediate rows, disable_state_update, per-token scatter, and commit after acceptance."""
+
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -99,8 +100,9 @@ def test_commit_equals_running_only_the_accepted_tokens(shape, seed, data):
     case = make_case(seed, shape, extra_slots=2)
     B, T = shape.B, shape.T
     accepted = torch.tensor(data.draw(st.lists(st.integers(1, T), min_size=B, max_size=B)))
-    scratch = verify(case, disable_state_update=True,
-                     intermediate=torch.zeros(B, T, shape.HV, shape.V, shape.K, dtype=F64))
+    scratch = verify(
+        case, disable_state_update=True, intermediate=torch.zeros(B, T, shape.HV, shape.V, shape.K, dtype=F64)
+    )
     committed = commit(case.pool, scratch.intermediate, case.slots, accepted)
     expected = case.pool
     for n in range(B):

@@ -1,5 +1,6 @@
 """PadContract: every read behaviour, write behaviour and sentinel has its documented effect on output rows,
 pool slots and intermediate rows."""
+
 from dataclasses import replace
 
 import pytest
@@ -16,9 +17,19 @@ WRITES = ["skip", "slot0"]
 MARK = 7.0
 
 
-@pytest.mark.parametrize("sentinel,index,is_pad", [
-    ("negative", -1, True), ("negative", -2, True), ("negative", 0, False), ("negative", 3, False),
-    ("zero", 0, True), ("zero", -1, True), ("zero", 1, False)], ids=lambda x: str(x).lower())
+@pytest.mark.parametrize(
+    "sentinel,index,is_pad",
+    [
+        ("negative", -1, True),
+        ("negative", -2, True),
+        ("negative", 0, False),
+        ("negative", 3, False),
+        ("zero", 0, True),
+        ("zero", -1, True),
+        ("zero", 1, False),
+    ],
+    ids=lambda x: str(x).lower(),
+)
 def test_sentinel_classifies_indices(sentinel, index, is_pad):
     pad = PadContract(sentinel=sentinel)
     assert pad.is_pad(index) is is_pad
@@ -45,8 +56,12 @@ def padded_batch(pad_index):
 def run_row(case, row, pool, slot):
     """Row `row` alone, from pool[slot] under the default (negative) sentinel, where slot 0 is real."""
     B, T, HV, V, K = 1, case.shape.T, case.shape.HV, case.shape.V, case.shape.K
-    return mtp_verify(*tokens(case, slice(None), slice(row, row + 1)), pool, torch.tensor([slot]),
-                      intermediate=torch.zeros(B, T, HV, V, K, dtype=F64))
+    return mtp_verify(
+        *tokens(case, slice(None), slice(row, row + 1)),
+        pool,
+        torch.tensor([slot]),
+        intermediate=torch.zeros(B, T, HV, V, K, dtype=F64),
+    )
 
 
 @pytest.mark.parametrize("write", WRITES)
@@ -55,9 +70,12 @@ def run_row(case, row, pool, slot):
 def test_padded_read_slot(read, sentinel, pad_index, write):
     case = padded_batch(pad_index)
     s = case.shape
-    res = verify(case, pad=PadContract(sentinel=sentinel, read=read, write=write),
-                 intermediate=torch.full((3, s.T, s.HV, s.V, s.K), MARK, dtype=F64),
-                 output=torch.full((3, s.T, s.HV, s.V), MARK, dtype=F64))
+    res = verify(
+        case,
+        pad=PadContract(sentinel=sentinel, read=read, write=write),
+        intermediate=torch.full((3, s.T, s.HV, s.V, s.K), MARK, dtype=F64),
+        output=torch.full((3, s.T, s.HV, s.V), MARK, dtype=F64),
+    )
     q, k, v, gates = tokens(case, slice(None), [0, 2])
     real = verify(replace(case, q=q, k=k, v=v, gates=gates, slots=case.slots[[0, 2]]))
     assert torch.equal(res.output[[0, 2]], real.output)  # real rows are unaffected by the padded one

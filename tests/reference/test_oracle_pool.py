@@ -1,4 +1,5 @@
 """Pool addressing: slot maps, split read/write slots, varlen prefill, and what the result says it wrote."""
+
 from dataclasses import replace
 
 import torch
@@ -73,8 +74,14 @@ def test_varlen_prefill_equals_per_sequence_verify(batch):
         if hi == lo:  # an empty sequence neither reads nor writes its slot
             assert torch.equal(res.pool[s], pool[s])
             continue
-        one = mtp_verify(q[None, lo:hi], k[None, lo:hi], v[None, lo:hi],
-                         RawGates(gates.A_log, gates.a[None, lo:hi], gates.dt_bias, gates.b[None, lo:hi]), pool, s)
+        one = mtp_verify(
+            q[None, lo:hi],
+            k[None, lo:hi],
+            v[None, lo:hi],
+            RawGates(gates.A_log, gates.a[None, lo:hi], gates.dt_bias, gates.b[None, lo:hi]),
+            pool,
+            s,
+        )
         assert_close64(res.output[lo:hi], one.output[0], tol=1e-12)
         assert_close64(res.pool[s], one.pool[s], tol=1e-12)
     written = {int(slots[n]) for n in range(N) if lengths[n] > 0}
@@ -87,8 +94,15 @@ def test_varlen_prefill_equals_per_sequence_verify(batch):
 def test_single_sequence_prefill_equals_verify(shape, seed):
     case = make_case(seed, replace(shape, B=1), extra_slots=2)
     g = case.gates
-    res = prefill(case.q[0], case.k[0], case.v[0], RawGates(g.A_log, g.a[0], g.dt_bias, g.b[0]),
-                  torch.tensor([0, shape.T], dtype=torch.int32), case.pool, case.slots.int())
+    res = prefill(
+        case.q[0],
+        case.k[0],
+        case.v[0],
+        RawGates(g.A_log, g.a[0], g.dt_bias, g.b[0]),
+        torch.tensor([0, shape.T], dtype=torch.int32),
+        case.pool,
+        case.slots.int(),
+    )
     ref = verify(case)
     assert torch.equal(res.output, ref.output[0])
     assert torch.equal(res.pool, ref.pool)

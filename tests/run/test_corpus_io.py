@@ -1,6 +1,7 @@
 """Corpus round trip: a failing fuzz run writes an entry, the entry loads and replays, an expected failure that stops
 failing flips the strict xfail, a malformed file is one clear error naming the file and the field, and no finding
 ever replaces an entry (another run's, or a parallel writer's)."""
+
 import json
 import shutil
 import subprocess
@@ -18,17 +19,34 @@ STANDIN = "flashinfer=fuzz.standins.flashinfer_cpu"
 
 
 def pytest_run(*args, corpus_dir=None):
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", "-p", "no:cacheprovider",
-                           "--hypothesis-profile=ci", f"--gdn-corpus={corpus_dir or ROOT / 'corpus'}", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:warnings",
+            "-p",
+            "no:cacheprovider",
+            "--hypothesis-profile=ci",
+            f"--gdn-corpus={corpus_dir or ROOT / 'corpus'}",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """A fuzz run against a mutant, with --gdn-corpus-out."""
     out = tmp_path_factory.mktemp("corpus")
-    run = pytest_run("fuzz/test_decode.py", "-k", "flashinfer-pretranspose", "--gdn-target", MUTANT,
-                     "--gdn-corpus-out", str(out))
+    run = pytest_run(
+        "fuzz/test_decode.py", "-k", "flashinfer-pretranspose", "--gdn-target", MUTANT, "--gdn-corpus-out", str(out)
+    )
     assert run.returncode == 1, run.stdout
     assert "new corpus entry" in run.stdout
     return out
@@ -53,18 +71,25 @@ def test_entry_replays_as_xfail_and_flips_when_fixed(written):
     assert fixed.returncode == 1 and "XPASS(strict)" in fixed.stdout, fixed.stdout
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    (lambda d: d.pop("target"), "missing field 'target'"),
-    (lambda d: d.update(case="decode-B1-bogus7"), "field 'case'"),
-    (lambda d: d.update(expect="Wrong"), "field 'expect'"),
-    (lambda d: d.update(versions="=>1"), "field 'versions'"),
-    (lambda d: d.update(schema=99), "field 'schema'"),
-    (lambda d: d.update(library="nosuch"), "field 'library' is 'nosuch'"),
-    (lambda d: d.update(target="nosuch-fp32"), "field 'target' is 'nosuch-fp32', no known target"),
-    (lambda d: d.update(target="fla-recurrent", library="sglang"), "target fla-recurrent is a fla target"),
-    (lambda d: d.update(case="decode-B1-T4-H1-HV1-K8-V16-pool1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]"),
-     "field 'case' is not a valid Case coordinate .*decode with T4"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda d: d.pop("target"), "missing field 'target'"),
+        (lambda d: d.update(case="decode-B1-bogus7"), "field 'case'"),
+        (lambda d: d.update(expect="Wrong"), "field 'expect'"),
+        (lambda d: d.update(versions="=>1"), "field 'versions'"),
+        (lambda d: d.update(schema=99), "field 'schema'"),
+        (lambda d: d.update(library="nosuch"), "field 'library' is 'nosuch'"),
+        (lambda d: d.update(target="nosuch-fp32"), "field 'target' is 'nosuch-fp32', no known target"),
+        (lambda d: d.update(target="fla-recurrent", library="sglang"), "target fla-recurrent is a fla target"),
+        (
+            lambda d: d.update(
+                case="decode-B1-T4-H1-HV1-K8-V16-pool1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]"
+            ),
+            "field 'case' is not a valid Case coordinate .*decode with T4",
+        ),
+    ],
+)
 def test_malformed_entry_names_file_and_field(tmp_path, change, field):
     data = json.loads(next((ROOT / "corpus").glob("*.json")).read_text())
     change(data)
@@ -92,8 +117,9 @@ def test_the_checkout_replays_its_own_corpus():
 
 def test_save_never_overwrites_even_in_parallel(tmp_path):
     entry = corpus.load(next((ROOT / "corpus").glob("*.json")))
-    write = lambda description: corpus.save(tmp_path, entry.case, entry.target, entry.library, "", entry.expect,
-                                            description)
+    write = lambda description: corpus.save(
+        tmp_path, entry.case, entry.target, entry.library, "", entry.expect, description
+    )
     first = write("first")
     with ThreadPoolExecutor(8) as pool:
         paths = list(pool.map(write, [f"writer {i}" for i in range(16)]))
@@ -106,8 +132,9 @@ def test_a_second_run_with_the_same_finding_adds_entries_beside_the_first(writte
     out = tmp_path / "corpus"
     shutil.copytree(written, out)
     before = {p.name: p.read_bytes() for p in out.glob("*.json")}
-    run = pytest_run("fuzz/test_decode.py", "-k", "flashinfer-pretranspose", "--gdn-target", MUTANT,
-                     "--gdn-corpus-out", str(out))
+    run = pytest_run(
+        "fuzz/test_decode.py", "-k", "flashinfer-pretranspose", "--gdn-target", MUTANT, "--gdn-corpus-out", str(out)
+    )
     assert run.returncode == 1, run.stdout
     after = {p.name: p.read_bytes() for p in out.glob("*.json")}
     assert {name: after[name] for name in before} == before
@@ -119,7 +146,8 @@ def test_a_second_run_with_the_same_finding_adds_entries_beside_the_first(writte
 FLASHINFER_RELEASES = (
     "0.6.5 0.6.6 0.6.7 0.6.7.post1 0.6.7.post2 0.6.7.post3 0.6.8 0.6.8.post1 0.6.9 0.6.10 0.6.10.post1 0.6.11 "
     "0.6.11.post1 0.6.11.post2 0.6.11.post3 0.6.12 0.6.13 0.6.14 0.6.15 0.6.15.post1 0.6.16 0.6.16.post1 0.6.16.post2 "
-    "0.6.16.post3 0.6.16.post4 0.6.17 0.6.18 0.6.18.post1 0.7.0 0.7.0.post1 0.7.1 0.7.2 0.7.2.post1 0.7.4").split()
+    "0.6.16.post3 0.6.16.post4 0.6.17 0.6.18 0.6.18.post1 0.7.0 0.7.0.post1 0.7.1 0.7.2 0.7.2.post1 0.7.4"
+).split()
 
 
 def test_each_flashinfer_finding_names_its_record_and_stays_inside_it():

@@ -7,6 +7,7 @@ it happened in and whether it reproduces alone or only after the case checked be
 
 `pytest -s` prints the crash run's numbers (examples, crashes, restarts, seconds per worker start).
 """
+
 from __future__ import annotations
 
 import json
@@ -87,8 +88,15 @@ class Run:
 def test_crash_is_a_failure_hypothesis_shrinks(isolated):
     run, starts = Run(), isolated.stats.starts
 
-    @settings(max_examples=100, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @settings(
+        max_examples=100,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+    )
     @given(cases(PRETRANSPOSE, "decode", BUDGETS["ci"]))
     def fuzz(case: Case) -> None:
         run.calls += 1
@@ -105,12 +113,15 @@ def test_crash_is_a_failure_hypothesis_shrinks(isolated):
         fuzz()
     shrunk, restarts = run.crashed[-1], isolated.stats.starts - starts
     seconds = isolated.stats.start_seconds[-restarts:]
-    print(f"\ncrash run: {run.calls} examples, {len(run.crashed)} crashed, {run.completed_after_crash} completed "
-          f"after the first crash, {restarts} worker starts ({sum(seconds) / len(seconds):.2f} s each), "
-          f"{time.perf_counter() - began:.1f} s; shrunk to {shrunk!r}")
+    print(
+        f"\ncrash run: {run.calls} examples, {len(run.crashed)} crashed, {run.completed_after_crash} completed "
+        f"after the first crash, {restarts} worker starts ({sum(seconds) / len(seconds):.2f} s each), "
+        f"{time.perf_counter() - began:.1f} s; shrunk to {shrunk!r}"
+    )
     assert all(any(c.padded) and c.HV > c.H for c in run.crashed), "only padded rows under GVA crash the stand-in"
-    assert (shrunk.B, shrunk.padded, shrunk.H, shrunk.HV) == (1, (True,), 1, 2), \
+    assert (shrunk.B, shrunk.padded, shrunk.H, shrunk.HV) == (1, (True,), 1, 2), (
         f"shrunk case not minimal (B=1, one padded row, H=1, HV=2): {shrunk!r}"
+    )
     message = str(info.value)
     assert message.startswith(f"{shrunk!r}: ") and "signal SIGSEGV" in message, message
     assert "crashing_standin.py" in notes(info.value), f"the child's faulthandler stack is quoted: {message}"
@@ -151,8 +162,11 @@ def test_poisoned_context_is_a_crash_and_a_restart_clears_it(isolated):
         standin._poisoned = False
     isolated_check(MTP, verify(1))
     pid = isolated.pid
-    with pytest.raises(KernelCrash, match=r"poisoned the CUDA context in the kernel call \(RejectedValidInput: "
-                                          r"RuntimeError: CUDA error: an illegal memory access"):
+    with pytest.raises(
+        KernelCrash,
+        match=r"poisoned the CUDA context in the kernel call \(RejectedValidInput: "
+        r"RuntimeError: CUDA error: an illegal memory access",
+    ):
         isolated_check(MTP, verify(4))
     isolated_check(MTP, verify(1))  # a fresh worker, a fresh context
     assert isolated.pid not in (None, pid)
@@ -204,7 +218,11 @@ def test_a_crash_in_the_kernel_call_is_attributed_to_it_and_reproduces_alone(iso
     record, made = reported(crash, monkeypatch)
     found = record.failure.attribution
     assert (found.phase, found.alone, found.alone_phase, found.after_previous) == (
-        "kernel call", True, "kernel call", None), found
+        "kernel call",
+        True,
+        "kernel call",
+        None,
+    ), found
     assert record.failure.detail.endswith("crashed in the kernel call; reproduces alone with CUDA_LAUNCH_BLOCKING=1")
     assert [w.env.get("CUDA_LAUNCH_BLOCKING") for w in made] == ["1"], "one fresh blocking worker: it crashed alone"
     assert not any(w.alive for w in made) and isolated not in made
@@ -217,24 +235,38 @@ def test_a_crash_only_after_its_previous_case_names_that_case(isolated, monkeypa
     record, made = reported(crash, monkeypatch)
     found = record.failure.attribution
     assert (found.alone, found.after_previous, found.after_previous_phase, found.previous_crashed) == (
-        False, True, "kernel call", False), found
+        False,
+        True,
+        "kernel call",
+        False,
+    ), found
     assert record.failure.detail.endswith(
         f"crashed in the kernel call; does not crash alone with CUDA_LAUNCH_BLOCKING=1; crashes in the kernel call "
-        f"of the case after {verify(7)!r}"), record.failure.detail
+        f"of the case after {verify(7)!r}"
+    ), record.failure.detail
     assert record.reproduced_on_rerun is False
     assert [w.env.get("CUDA_LAUNCH_BLOCKING") for w in made] == ["1", "1"] and not any(w.alive for w in made)
 
 
 def test_a_crash_attribution_survives_the_report_and_shows_in_the_campaign_table():
     case = verify(1)
-    found = CrashAttribution("tensors", verify(7), "flashinfer-bf16", alone=False, after_previous=True,
-                             after_previous_phase="kernel call", previous_crashed=True)
+    found = CrashAttribution(
+        "tensors",
+        verify(7),
+        "flashinfer-bf16",
+        alone=False,
+        after_previous=True,
+        after_previous_phase="kernel call",
+        previous_crashed=True,
+    )
     crash = KernelCrash(case, "flashinfer-mtp-fp32: the CUDA context was poisoned", cause="CUDA context poisoned")
     record = FailureRecord("t", MTP.name, Failure.from_exception(crash, "b", (), found), 1.0, 3)
     data = json.loads(json.dumps(record.to_json()))
     assert FailureRecord.from_json(data) == record
-    line = (f"crashed in the tensors phase; does not crash alone with CUDA_LAUNCH_BLOCKING=1; the previous case "
-            f"{verify(7)!r} on flashinfer-bf16 crashes in the kernel call when run first")
+    line = (
+        f"crashed in the tensors phase; does not crash alone with CUDA_LAUNCH_BLOCKING=1; the previous case "
+        f"{verify(7)!r} on flashinfer-bf16 crashes in the kernel call when run first"
+    )
     row = campaign_tables.FailureRow.from_json(data)  # the failure as the campaign's summary.json holds it
     assert data["attribution"]["summary"] == line and line in campaign_tables._note(row, None)
     del data["attribution"]  # a report written before crashes were attributed

@@ -1,5 +1,6 @@
 """--gdn-kernel-cache (fuzz.run.kernel_cache): one directory per library release, set before any library loads,
 named in the targets table; a variable the user set is kept; a directory that cannot be made is one line."""
+
 from __future__ import annotations
 
 import os
@@ -33,9 +34,23 @@ def test_the_default_root_follows_xdg_and_a_set_variable_is_kept(tmp_path, monke
 
 
 def _pytest(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "pytest", "fuzz/test_decode.py", "-p", "no:cacheprovider",
-                           "--hypothesis-profile=ci", *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**{k: v for k, v in os.environ.items() if k not in kernel_cache.CACHES}, **(env or {})})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "fuzz/test_decode.py",
+            "-p",
+            "no:cacheprovider",
+            "--hypothesis-profile=ci",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**{k: v for k, v in os.environ.items() if k not in kernel_cache.CACHES}, **(env or {})},
+    )
 
 
 def test_a_run_names_its_cache_in_the_targets_table(tmp_path):
@@ -72,7 +87,8 @@ def test_a_worker_workspace_holds_links_to_the_shared_objects_and_publishes_what
     private = kernel_cache.private_workspace(shared)
     mine = _module(private, "b.o")
     assert (mine / "a.o").read_bytes() == b"a.o" and (mine / "a.o").stat().st_ino == (
-        shared / mine.relative_to(private) / "a.o").stat().st_ino  # a link, not a copy
+        shared / mine.relative_to(private) / "a.o"
+    ).stat().st_ino  # a link, not a copy
     assert not (private / ".cache" / "flashinfer" / "0.7.4" / "90a" / "cached_ops" / "tmp").exists()
     (mine / "c.o.tmp.123").write_bytes(b"half")
     assert kernel_cache.publish(private, shared) == 1
@@ -94,6 +110,9 @@ def test_compile_seconds_come_from_flashinfers_build_log_and_leave_the_kernel_ph
     assert log.take() == 0.0  # no log yet: nothing compiled
     (tmp_path / "builds.jsonl").write_text('{"name": "k1", "seconds": 1.5}\n{"name": "k2", "seconds": 0.25}\n{"na')
     assert log.take() == 1.75 and log.take() == 0.0  # a half-written line waits for its end
-    assert kernel_cache.split_compile({"kernel": 2.0, "oracle": 0.1}, 1.75) == {"kernel": 0.25, "oracle": 0.1,
-                                                                                 "compile": 1.75}
+    assert kernel_cache.split_compile({"kernel": 2.0, "oracle": 0.1}, 1.75) == {
+        "kernel": 0.25,
+        "oracle": 0.1,
+        "compile": 1.75,
+    }
     assert kernel_cache.split_compile({"kernel": 1.0}, 0.0) == {"kernel": 1.0}

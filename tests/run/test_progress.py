@@ -1,6 +1,7 @@
 """Progress of the pytest runs gdn-fuzz starts: the plugin's event files (--gdn-events, fuzz.run.events) from a real
 CPU fuzz run, plain and under pytest-xdist; the campaign's progress with -q among the user's pytest arguments; the
 live table and the running line at 80 columns (fuzz.run.progress), from events written by hand."""
+
 from __future__ import annotations
 
 import io
@@ -24,15 +25,32 @@ DECODE = "fuzz/test_decode.py::test_decode"
 
 
 def fuzz_run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "fuzz/test_decode.py", "--hypothesis-profile=ci", "-q",
-                           "-p", "no:cacheprovider", "--gdn-examples=3", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "fuzz/test_decode.py",
+            "--hypothesis-profile=ci",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--gdn-examples=3",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
 
 
 def read(base: Path) -> dict[str, list[Event]]:
     """File name -> its events, each line read back through Event.from_json."""
-    return {p.name: [Event.from_json(json.loads(line)) for line in p.read_text().splitlines()]
-            for p in events.files(base)}
+    return {
+        p.name: [Event.from_json(json.loads(line)) for line in p.read_text().splitlines()] for p in events.files(base)
+    }
 
 
 def test_an_event_file_records_the_start_counts_and_finish_of_a_fuzz_run(tmp_path):
@@ -47,8 +65,14 @@ def test_an_event_file_records_the_start_counts_and_finish_of_a_fuzz_run(tmp_pat
     assert (start.kind, start.test, start.target, start.op) == ("start", test, "sglang-recurrent", "decode")
     assert counts and all(c.kind == "count" and c.test == test and 1 <= c.examples <= 3 for c in counts)
     assert all(b.at - a.at >= 0.9 for a, b in zip(counts, counts[1:])), counts  # about one a second, at most
-    assert (finish.kind, finish.test, finish.outcome, finish.examples, finish.failures, finish.stop) == \
-        ("finish", test, "PASSED", 3, 0, "done")
+    assert (finish.kind, finish.test, finish.outcome, finish.examples, finish.failures, finish.stop) == (
+        "finish",
+        test,
+        "PASSED",
+        3,
+        0,
+        "done",
+    )
     assert finish.seconds > 0
 
 
@@ -67,8 +91,24 @@ def test_each_xdist_worker_writes_its_own_event_file(tmp_path):
 def test_campaign_progress_survives_q_among_the_pytest_arguments(tmp_path, capsys):
     """The progress lines used to be parsed from pytest -v output: a -q from the user silenced them."""
     out = tmp_path / "campaign"
-    code = campaign.main(["sglang-recurrent", "--profile", "ci", "--test-seconds", "60", "--masks", "release",
-                          "--out", str(out), "--pytest", "-q", "-k", "test_decode", "--gdn-examples=3"])
+    code = campaign.main(
+        [
+            "sglang-recurrent",
+            "--profile",
+            "ci",
+            "--test-seconds",
+            "60",
+            "--masks",
+            "release",
+            "--out",
+            str(out),
+            "--pytest",
+            "-q",
+            "-k",
+            "test_decode",
+            "--gdn-examples=3",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0, printed
     line = rf"^installed-sglang-recurrent \[1/1 \d:\d\d\] PASSED {re.escape(DECODE)}\[sglang-recurrent\]: 3 examples$"
@@ -110,8 +150,13 @@ def test_the_live_table_fits_80_columns_and_names_the_test_in_flight(tmp_path, r
     worker = EventLog(events.path_for(watch.events, "gw1"))  # an xdist worker's file
     write(worker, "start", 103.0, test=f"{DECODE}[fla-recurrent]", target="fla-recurrent", op="decode")
     [(finished, done)] = watch.poll()
-    assert (finished.test, done, watch.total, watch.examples, watch.failures) == (f"{DECODE}[sglang-recurrent]", 1,
-                                                                                  11, 127, 1)
+    assert (finished.test, done, watch.total, watch.examples, watch.failures) == (
+        f"{DECODE}[sglang-recurrent]",
+        1,
+        11,
+        127,
+        1,
+    )
     shown = Terminal()
     with Progress([Watch.of("baseline", tmp_path / "none"), watch], shown) as live:
         screen = io.StringIO()
@@ -119,8 +164,11 @@ def test_the_live_table_fits_80_columns_and_names_the_test_in_flight(tmp_path, r
     lines = screen.getvalue().splitlines()
     assert max(map(len, lines)) <= 80, lines
     [flight] = [ln for ln in lines if "test_decode[flashinfer-" in ln]
-    assert flight.startswith("candidate: test_decode[flashinfer-") and "…" in flight and flight.endswith(
-        "shard12]: 120 examples, 12.0/s"), flight  # the function and both ends of the parameter id
+    assert (
+        flight.startswith("candidate: test_decode[flashinfer-")
+        and "…" in flight
+        and flight.endswith("shard12]: 120 examples, 12.0/s")
+    ), flight  # the function and both ends of the parameter id
     assert any(ln.startswith("candidate: test_decode[fla-recurrent]: 0 examples") for ln in lines), lines
     assert any("waiting" in ln for ln in lines) and "\x1b[" in shown.getvalue()  # redrawn in place
 
@@ -137,8 +185,11 @@ def test_without_a_terminal_a_running_test_gets_a_line_of_its_own(tmp_path, runn
     stream = io.StringIO()
     Progress([watch], stream).update()
     [line] = stream.getvalue().splitlines()
-    assert len(line) <= 80 and re.fullmatch(r"baseline \[0/3 0:00\] running test_decode\[flashinf\S*…\S*shard12\]: "
-                                            r"10 examples, 2\.5/s", line), line
+    assert len(line) <= 80 and re.fullmatch(
+        r"baseline \[0/3 0:00\] running test_decode\[flashinf\S*…\S*shard12\]: "
+        r"10 examples, 2\.5/s",
+        line,
+    ), line
     write(log, "finish", 105.0, test=LONG, outcome="FAILED", examples=12, failures=2, stop="time box")
     stream.truncate(0)
     stream.seek(0)
@@ -182,5 +233,6 @@ def test_a_hypofuzz_worker_reports_each_test_it_fuzzes_as_hypofuzz_switches_to_i
     monkeypatch.setattr(progress, "PLAIN_EVERY", 0.0)
     Progress([watch], stream).update()
     [line] = stream.getvalue().splitlines()
-    assert re.fullmatch(r"worker 0 \[1/2 0:00\] running test_decode\[sglang-recurrent\]: 10 examples(, [\d.]+/s)?",
-                        line), line
+    assert re.fullmatch(
+        r"worker 0 \[1/2 0:00\] running test_decode\[sglang-recurrent\]: 10 examples(, [\d.]+/s)?", line
+    ), line

@@ -1,16 +1,22 @@
 """The case-level reducer (fuzz.run.reduce) on synthetic predicates: it keeps what the predicate needs and takes the
 rest to its simplest, hands the predicate only valid cases, is deterministic, and stops when told."""
+
 from __future__ import annotations
 
 from fuzz.model.case import Case
 from fuzz.run.reduce import candidates, reduce
 
-DECODE = Case.parse("decode-B4-T1-H2-HV4-K8-V16-pool12-pad1-fp32state-fp16in-i64-vk-gate_saturated-seed5-"
-                    "slots[9,7,-1,3]-gap2-scale0.5-nol2-warm3-noout")
-VERIFY = Case.parse("verify-B3-T6-H1-HV2-K8-V16-pool9-pad1-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[5,-1,2]-"
-                    "wslots[6,-1,8]-tslots[5/6/7/8/5/6,-1/-1/-1/-1/-1/-1,2/3/4/1/2/3]-inter4x8+2-rows[3,-1,0]")
-PREFILL = Case.parse("prefill-B3-T7-H1-HV1-K8-V8-pool6-pad0-fp32state-bf16in-i32-vk-gate_mild-seed1-slots[4,2,5]-"
-                     "seqlens[3,7,2]")
+DECODE = Case.parse(
+    "decode-B4-T1-H2-HV4-K8-V16-pool12-pad1-fp32state-fp16in-i64-vk-gate_saturated-seed5-"
+    "slots[9,7,-1,3]-gap2-scale0.5-nol2-warm3-noout"
+)
+VERIFY = Case.parse(
+    "verify-B3-T6-H1-HV2-K8-V16-pool9-pad1-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[5,-1,2]-"
+    "wslots[6,-1,8]-tslots[5/6/7/8/5/6,-1/-1/-1/-1/-1/-1,2/3/4/1/2/3]-inter4x8+2-rows[3,-1,0]"
+)
+PREFILL = Case.parse(
+    "prefill-B3-T7-H1-HV1-K8-V8-pool6-pad0-fp32state-bf16in-i32-vk-gate_mild-seed1-slots[4,2,5]-seqlens[3,7,2]"
+)
 ALWAYS = lambda case: True
 
 
@@ -18,8 +24,9 @@ def test_it_keeps_what_the_predicate_needs_and_takes_the_rest_to_its_plainest():
     smallest, checks = reduce(DECODE, lambda c: c.B >= 2 and any(s > 5 for s in c.read_slots), lambda: True)
     assert smallest.B == 2 and sorted(smallest.read_slots) == [1, 6], smallest  # slot 0 stays free: it was
     assert smallest.pool == 7 and checks > 0
-    assert repr(smallest) == ("decode-B2-T1-H1-HV1-K8-V16-pool7-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-"
-                              "slots[6,1]")
+    assert repr(smallest) == (
+        "decode-B2-T1-H1-HV1-K8-V16-pool7-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[6,1]"
+    )
 
 
 def test_every_per_request_field_shrinks_with_the_requests():
@@ -57,6 +64,7 @@ def test_it_is_deterministic():
         seen = []
         result = reduce(VERIFY, lambda c: seen.append(c) or c.T >= 2 and c.B >= 2, lambda: True)
         return result, seen
+
     assert run() == run()
 
 

@@ -1,5 +1,6 @@
 """compute-sanitizer replay: reports are attributed to the case that caused them, and the child restarts after
 an error (a stand-in sanitizer on CPU; the real one runs on the GPU hosts)."""
+
 import sys
 import time
 from pathlib import Path
@@ -50,8 +51,14 @@ def test_a_case_cut_off_by_the_time_budget_is_not_reported_and_its_process_is_ki
     hang = Case.parse("verify-B1-T3-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]-nol2")
     already = set(_sanitizer_children())  # another run's, not ours
     start = time.monotonic()
-    results = sanitize("flashinfer-mtp-fp32", [Case.parse(CLEAN.format(0)), hang, Case.parse(CLEAN.format(1))], "cpu",
-                       {"flashinfer": "tests.crashing_standin"}, timeout=20, executable=FAKE)
+    results = sanitize(
+        "flashinfer-mtp-fp32",
+        [Case.parse(CLEAN.format(0)), hang, Case.parse(CLEAN.format(1))],
+        "cpu",
+        {"flashinfer": "tests.crashing_standin"},
+        timeout=20,
+        executable=FAKE,
+    )
     assert 20 <= time.monotonic() - start < 40
     assert [r.case for r in results] == [CLEAN.format(0)] and results[0].clean
     assert not set(_sanitizer_children()) - already

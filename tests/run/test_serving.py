@@ -1,6 +1,7 @@
 """Serving sequences (fuzz.generate.serving, fuzz.run.serving): the state machine, run through the `flashinfer` override
 as a user would, finds each planted cross-call bug of tests/mutants.py, types it, and shrinks it to the two calls it
 needs; it finds nothing in the correct stand-in; and its findings land in the run report of a pytest run."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,13 +30,19 @@ from fuzz.targets.registry import TARGETS
 REPO = Path(__file__).resolve().parents[2]
 BY_NAME = {t.name: t for t in TARGETS}
 # Small draws shrink fast: two requests, a handful of slots, one head size.
-BUDGET = dataclasses.replace(BUDGETS["ci"], max_B=2, max_pool=4, t_choices=(1, 2), head_dims=((4, 8),), scales=(None,),
-                             gaps=(0, 1))
+BUDGET = dataclasses.replace(
+    BUDGETS["ci"], max_B=2, max_pool=4, t_choices=(1, 2), head_dims=((4, 8),), scales=(None,), gaps=(0, 1)
+)
 # Generation stops at the first failure without a shrink phase; the calls it does not need are deleted after it
 # (fuzz.run.serving.shortest). Hypothesis' own shrinking of the calls' contents is slow on a CPU (each attempt replays
 # a sequence), so only test_shrinking_inside_the_time_box runs it.
-QUIET = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-                 phases=[Phase.generate])
+QUIET = settings(
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+    verbosity=Verbosity.quiet,
+    phases=[Phase.generate],
+)
 DECODE = "flashinfer-pretranspose-fp32"  # decode only: one failure bucket per bug
 BF16, MTP = "flashinfer-bf16", "flashinfer-mtp-fp32"
 # The ci profile's own budget (B up to 4, T up to 8, five head sizes) and sequences of STEPS calls, as
@@ -45,8 +52,17 @@ BF16, MTP = "flashinfer-bf16", "flashinfer-mtp-fp32"
 # within MANY, which is what the correct stand-in gets too.
 CI, FEW, MANY = BUDGETS["ci"], 12, 100
 # What a kernel's compile cache could key on, beside the shapes (the Case fields a variation changes one at a time).
-CACHE_KEYED = ("input_dtype", "index_dtype", "inter_rows", "inter_steps", "inter_spare_steps", "pool", "pool_gap",
-               "output_given", "update")
+CACHE_KEYED = (
+    "input_dtype",
+    "index_dtype",
+    "inter_rows",
+    "inter_steps",
+    "inter_spare_steps",
+    "pool",
+    "pool_gap",
+    "output_given",
+    "update",
+)
 
 
 def serve(target_name: str, examples: int, steps: int = 5, base=QUIET, budget=BUDGET, **box):
@@ -127,10 +143,12 @@ def test_ci_budget_finds_the_buffer_shape_left_out_of_key(override):
     found, _ = serve(MTP, MANY, STEPS, budget=CI)
     failures = [f.record.failure for f in found]
     assert found and {f.kind for f in failures} == {"StaleCompile"}, failures
-    assert all(re.search(r"after a call that differed in (inter_\w+|several compile arguments),", f.cause)
-               for f in failures), failures
-    assert all(re.search(r"differed (only )?in [^;]*inter_(spare_)?steps \d+ -> \d+", f.detail) for f in failures), \
+    assert all(
+        re.search(r"after a call that differed in (inter_\w+|several compile arguments),", f.cause) for f in failures
+    ), failures
+    assert all(re.search(r"differed (only )?in [^;]*inter_(spare_)?steps \d+ -> \d+", f.detail) for f in failures), (
         failures
+    )
     assert all(f.record.reproduced_on_rerun is False for f in found)
 
 
@@ -142,8 +160,9 @@ def test_ci_budget_names_the_input_dtype_left_out_of_key(override):
     for f in found:
         first, second = (s.case for s in f.steps)
         assert {first.input_dtype, second.input_dtype} == {"bf16", "fp16"}, f.steps
-        assert re.search(r"after a call that differed in (input_dtype|several compile arguments),",
-                         f.record.failure.cause), failures
+        assert re.search(
+            r"after a call that differed in (input_dtype|several compile arguments),", f.record.failure.cause
+        ), failures
     assert any(re.search(r"differed only in input_dtype (bf16 -> fp16|fp16 -> bf16)", f.detail) for f in failures)
 
 
@@ -183,7 +202,7 @@ VARIED = {
     DECODE: "decode-B2-T1-H1-HV2-K4-V8-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[3,-1]-gap1",
     BF16: "verify-B2-T3-H1-HV2-K4-V8-pool4-pad0-bf16state-fp16in-i64-vk-gate_mild-seed3-slots[2,1]-inter2x4+1",
     MTP: "verify-B2-T3-H1-HV2-K4-V8-pool6-pad0-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[2,1]-wslots[5,3]-"
-         "inter3x3+0-noupdate-noout",
+    "inter3x3+0-noupdate-noout",
 }
 
 
@@ -234,8 +253,9 @@ def test_shrinking_inside_the_time_box(override, monkeypatch):
 
     monkeypatch.setattr(ServingRun, "execute", spy)
     began = time.monotonic()
-    found, test = serve(DECODE, 10_000, base=settings(QUIET, phases=[Phase.generate, Phase.shrink]), box=4.0,
-                        shrink_seconds=2.0)
+    found, test = serve(
+        DECODE, 10_000, base=settings(QUIET, phases=[Phase.generate, Phase.shrink]), box=4.0, shrink_seconds=2.0
+    )
     assert found and test.boxed and test.drawn < 10_000
     assert all(len(f.steps) == 2 and f.record.failure.kind == "StaleCompile" for f in found), found
     assert all(final for when, final in checked if when >= test.deadline + test.shrink_seconds)
@@ -291,19 +311,42 @@ def test_the_installed_library_runs_alone_in_a_fresh_process(monkeypatch):
     monkeypatch.setattr(serving, "Worker", Spy)
     alone = Alone(target, "cpu")
     step = Step(Case.parse("decode-B1-T1-H1-HV1-K4-V8-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[1]"))
-    assert alone(step, None) == alone(step, None) == (True, "alone (its coordinate in a fresh process, empty compile "
-                                                      "caches)")
+    assert (
+        alone(step, None)
+        == alone(step, None)
+        == (True, "alone (its coordinate in a fresh process, empty compile caches)")
+    )
     [env] = started  # one process per coordinate
-    assert {Path(env[k]).parent.name.startswith("gdn-alone-") for k in ("FLASHINFER_WORKSPACE_BASE",
-                                                                          "TRITON_CACHE_DIR")} == {True}
+    assert {
+        Path(env[k]).parent.name.startswith("gdn-alone-") for k in ("FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_DIR")
+    } == {True}
 
 
 def test_findings_land_in_the_run_report(tmp_path):
     report = tmp_path / "run.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "fuzz/test_serving.py", "-q", "-p", "no:warnings",
-                           "-k", DECODE, "--hypothesis-profile=ci", "--gdn-test-seconds=4", "--gdn-shrink-seconds=3",
-                           "--gdn-target", "flashinfer=tests.mutants:input_dtype_left_out_of_key",
-                           f"--gdn-report={report}"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "fuzz/test_serving.py",
+            "-q",
+            "-p",
+            "no:warnings",
+            "-k",
+            DECODE,
+            "--hypothesis-profile=ci",
+            "--gdn-test-seconds=4",
+            "--gdn-shrink-seconds=3",
+            "--gdn-target",
+            "flashinfer=tests.mutants:input_dtype_left_out_of_key",
+            f"--gdn-report={report}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stdout[-3000:]
     data = json.loads(report.read_text())
     assert data["failures"] and {f["kind"] for f in data["failures"]} == {"StaleCompile"}, data["failures"]

@@ -1,4 +1,5 @@
 """--gdn-workers (fuzz.run.workers): the count per GPU where the sweep peaked, capped by free memory and cores."""
+
 from __future__ import annotations
 
 import pytest

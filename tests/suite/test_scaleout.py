@@ -1,6 +1,7 @@
 """Scale-out on the CPU: the per-check memory estimate and the per-device lock (fuzz.run.memory), GPU placement of
 pytest-xdist workers, one merged run summary and report over xdist workers, a HypoFuzz campaign (gdn-fuzz hypofuzz)
 that finds a planted bug, and an example database shared by separate runs through a real redis server."""
+
 from __future__ import annotations
 
 import json
@@ -36,13 +37,21 @@ GIB = 1 << 30
 
 def coordinate(op, B, T, HV, K, V, pool, state="fp32", extra=""):
     slots = ",".join(str(s) for s in range(1, B + 1))
-    return Case.parse(f"{op}-B{B}-T{T}-H1-HV{HV}-K{K}-V{V}-pool{pool}-pad0-{state}state-bf16in-i32-vk-gate_mild-seed1-"
-                      f"slots[{slots}]{extra}")
+    return Case.parse(
+        f"{op}-B{B}-T{T}-H1-HV{HV}-K{K}-V{V}-pool{pool}-pad0-{state}state-bf16in-i32-vk-gate_mild-seed1-"
+        f"slots[{slots}]{extra}"
+    )
 
 
 def run(args, cwd=ROOT, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
 
 
 # ---- the memory estimate ------------------------------------------------------------------------------------------
@@ -153,8 +162,9 @@ def lock_dir(tmp_path, monkeypatch):
 
 
 def hold_lock(lock_dir: Path) -> subprocess.Popen:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock_dir)], cwd=ROOT,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(lock_dir)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
     deadline = time.monotonic() + 120
     while not (lock_dir / "held").exists():
         assert holder.poll() is None and time.monotonic() < deadline, "the holder never took the lock"
@@ -260,8 +270,10 @@ def test_the_gpu_is_chosen_before_cuda_is_asked(gpus, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: seen.append(os.environ.get("CUDA_VISIBLE_DEVICES")))
     gpus("gw1", 2)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    config = SimpleNamespace(getoption=lambda name, default=None: "h200" if name == "hypothesis_profile" else default,
-                             stash={plugin.OURS: True})  # fuzz/conftest.py woke the plugin
+    config = SimpleNamespace(
+        getoption=lambda name, default=None: "h200" if name == "hypothesis_profile" else default,
+        stash={plugin.OURS: True},
+    )  # fuzz/conftest.py woke the plugin
     with pytest.raises(pytest.UsageError, match="sees none"):
         plugin.pytest_configure(config)
     assert seen == ["1"]
@@ -273,9 +285,24 @@ XDIST_TARGETS = "flashinfer-pretranspose-fp32 or flashinfer-bf16 or flashinfer-d
 
 def test_xdist_workers_make_one_summary_and_one_report(tmp_path):
     report_path = tmp_path / "run.json"
-    proc = run(["-m", "pytest", "fuzz/test_decode.py", "-n", "2", "-v", "--hypothesis-profile=ci", "--gdn-examples=3",
-                "--gdn-no-shrink", "-k", XDIST_TARGETS, "--gdn-target", "flashinfer=tests.mutants:output_before_update",
-                f"--gdn-report={report_path}"])
+    proc = run(
+        [
+            "-m",
+            "pytest",
+            "fuzz/test_decode.py",
+            "-n",
+            "2",
+            "-v",
+            "--hypothesis-profile=ci",
+            "--gdn-examples=3",
+            "--gdn-no-shrink",
+            "-k",
+            XDIST_TARGETS,
+            "--gdn-target",
+            "flashinfer=tests.mutants:output_before_update",
+            f"--gdn-report={report_path}",
+        ]
+    )
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:] + proc.stderr[-3000:]
     ran_on = {test: worker for worker, test in re.findall(r"\[(gw\d)\] \[\s*\d+%\] \w+ (\S+)", out)}
@@ -292,9 +319,26 @@ def test_xdist_workers_make_one_summary_and_one_report(tmp_path):
 
 def test_a_worker_whose_report_is_lost_is_merged_from_its_last_part(tmp_path):
     report_path = tmp_path / "run.json"
-    proc = run(["-m", "pytest", "fuzz/test_decode.py", "-n", "2", "-v", "--hypothesis-profile=ci", "--gdn-examples=3",
-                "--gdn-no-shrink", "-k", XDIST_TARGETS, f"--gdn-report={report_path}", "-p", "tests.lose_worker_report",
-                "--gdn-target", "flashinfer=fuzz.standins.flashinfer_cpu"])
+    proc = run(
+        [
+            "-m",
+            "pytest",
+            "fuzz/test_decode.py",
+            "-n",
+            "2",
+            "-v",
+            "--hypothesis-profile=ci",
+            "--gdn-examples=3",
+            "--gdn-no-shrink",
+            "-k",
+            XDIST_TARGETS,
+            f"--gdn-report={report_path}",
+            "-p",
+            "tests.lose_worker_report",
+            "--gdn-target",
+            "flashinfer=fuzz.standins.flashinfer_cpu",
+        ]
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ran_on = {test: worker for worker, test in re.findall(r"\[(gw\d)\] \[\s*\d+%\] \w+ (\S+)", proc.stdout)}
     report = json.loads(report_path.read_text())
@@ -306,17 +350,29 @@ def test_a_worker_whose_report_is_lost_is_merged_from_its_last_part(tmp_path):
 # ---- HypoFuzz -----------------------------------------------------------------------------------------------------
 def test_hypofuzz_campaign_finds_the_planted_bug_and_pytest_replays_it(tmp_path):
     import hypofuzz  # noqa: F401 - the dev extra installs it: missing, this test fails rather than passes unrun
+
     db = tmp_path / "db"
-    args = ["fuzz/test_decode.py", "-k", PRETRANSPOSE, "--hypothesis-profile=ci", f"--gdn-db={db}",
-            "--gdn-target", MUTANT]
+    args = [
+        "fuzz/test_decode.py",
+        "-k",
+        PRETRANSPOSE,
+        "--hypothesis-profile=ci",
+        f"--gdn-db={db}",
+        "--gdn-target",
+        MUTANT,
+    ]
     proc = run(["-m", "fuzz.cli.main", "hypofuzz", "--seconds", "60", "--", *args], timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     found = re.findall(r"fuzz\.judge\.failures\.\w+: (decode-\S+):", proc.stdout)
     assert found, proc.stdout[-3000:]
     minimal = Case.parse(found[0])
     assert (minimal.B, minimal.padded, minimal.pool) == (1, (True,), 1), found  # its minimal case (test_mutants.py)
-    assert re.search(rf"^worker 0 \[1/1 \d+:\d\d\] FAILED fuzz/test_decode\.py::test_decode\[{PRETRANSPOSE}\]: "
-                     r"\d+ examples, 1 distinct failure$", proc.stdout, re.M), proc.stdout[-3000:]  # its progress
+    assert re.search(
+        rf"^worker 0 \[1/1 \d+:\d\d\] FAILED fuzz/test_decode\.py::test_decode\[{PRETRANSPOSE}\]: "
+        r"\d+ examples, 1 distinct failure$",
+        proc.stdout,
+        re.M,
+    ), proc.stdout[-3000:]  # its progress
     replay = tmp_path / "replay.json"
     proc = run(["-m", "pytest", *args, "--gdn-examples=1", f"--gdn-report={replay}"])
     assert proc.returncode == 1, proc.stdout[-3000:]
@@ -341,8 +397,22 @@ def redis_url(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                               "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     import redis
 
     client = redis.Redis(port=port)
@@ -363,10 +433,25 @@ def fuzz_run(url: str, workdir: Path, examples: int) -> dict:
     """A pytest run of two FlashInfer decode targets (the planted bug) on the shared database, from a directory of its
     own (the local part of the database, .hypothesis/ there, starts empty); returns its report."""
     workdir.mkdir()
-    proc = run(["-m", "pytest", str(ROOT / "fuzz/test_decode.py"), f"--rootdir={ROOT}", "-c",
-                str(ROOT / "pyproject.toml"), "-k", f"{PRETRANSPOSE} or flashinfer-bf16", "--hypothesis-profile=ci",
-                f"--gdn-db={url}", "--gdn-target", MUTANT, f"--gdn-examples={examples}",
-                f"--gdn-report={workdir / 'run.json'}"], cwd=workdir)
+    proc = run(
+        [
+            "-m",
+            "pytest",
+            str(ROOT / "fuzz/test_decode.py"),
+            f"--rootdir={ROOT}",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "-k",
+            f"{PRETRANSPOSE} or flashinfer-bf16",
+            "--hypothesis-profile=ci",
+            f"--gdn-db={url}",
+            "--gdn-target",
+            MUTANT,
+            f"--gdn-examples={examples}",
+            f"--gdn-report={workdir / 'run.json'}",
+        ],
+        cwd=workdir,
+    )
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads((workdir / "run.json").read_text())
 
@@ -388,14 +473,15 @@ def test_a_failure_found_by_one_run_replays_first_in_another(redis_url, tmp_path
     assert len([k for k, v in stored.items() if v]) == 2  # one database key per parametrized test
     second = fuzz_run(url, tmp_path / "second", examples=4)
     replayed = checked_in_order(second)
-    assert {test: set(cases[:len(minimal[test])]) for test, cases in replayed.items()} == minimal  # replayed first
+    assert {test: set(cases[: len(minimal[test])]) for test, cases in replayed.items()} == minimal  # replayed first
     assert all(t["rounds"] >= 2 for t in second["tests"].values()), second["tests"]
     after = primary_entries(client)
     assert all(entries <= after[key] for key, entries in stored.items())  # later rounds (no reuse) deleted nothing
     client.flushall()
     alone = checked_in_order(fuzz_run(url, tmp_path / "alone", examples=1))
-    assert all(cases[0] not in minimal[test] for test, cases in alone.items()), "without the database the first " \
-        "case is the minimal failure too: the test proves nothing"
+    assert all(cases[0] not in minimal[test] for test, cases in alone.items()), (
+        "without the database the first case is the minimal failure too: the test proves nothing"
+    )
 
 
 def checked_in_order(report: dict) -> dict:

@@ -1,6 +1,7 @@
 """Fuzz tests run in rounds (fuzz.suite.session, fuzz.suite.rounds): an early bug does not hide a later one, each
 distinct failure (kind x dispatch bucket x cause) is shrunk and reported once, and the time box bounds a test's wall
 time (no new example is drawn into a check after it, only a failure found in the last round may still shrink)."""
+
 from __future__ import annotations
 
 import json
@@ -33,15 +34,37 @@ two_bugs = TwoBugs()
 
 def fuzz(*args, report: Path, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict, float]:
     began = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "fuzz/test_decode.py", "-q", "-p", "no:warnings",
-                           "-p", "no:cacheprovider", "--hypothesis-profile=ci", f"--gdn-report={report}", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "fuzz/test_decode.py",
+            "-q",
+            "-p",
+            "no:warnings",
+            "-p",
+            "no:cacheprovider",
+            "--hypothesis-profile=ci",
+            f"--gdn-report={report}",
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return proc, json.loads(report.read_text()), time.monotonic() - began
 
 
 def test_both_bugs_of_one_test_are_reported_each_shrunk(tmp_path):
-    proc, report, _ = fuzz("-k", "flashinfer-pretranspose", "--gdn-target",
-                           "flashinfer=tests.suite.test_session:two_bugs", report=tmp_path / "r.json")
+    proc, report, _ = fuzz(
+        "-k",
+        "flashinfer-pretranspose",
+        "--gdn-target",
+        "flashinfer=tests.suite.test_session:two_bugs",
+        report=tmp_path / "r.json",
+    )
     assert proc.returncode == 1, proc.stdout
     by_kind = {}
     for f in report["failures"]:
@@ -59,8 +82,13 @@ def test_both_bugs_of_one_test_are_reported_each_shrunk(tmp_path):
 
 def test_the_time_box_bounds_wall_time_and_stops_drawing(tmp_path):
     box = 6.0
-    proc, report, wall = fuzz("-k", "fla-recurrent and not loggates", f"--gdn-test-seconds={box}",
-                              "--gdn-examples=100000", report=tmp_path / "r.json")
+    proc, report, wall = fuzz(
+        "-k",
+        "fla-recurrent and not loggates",
+        f"--gdn-test-seconds={box}",
+        "--gdn-examples=100000",
+        report=tmp_path / "r.json",
+    )
     assert proc.returncode == 0, proc.stdout
     [test] = report["tests"].values()
     assert test["boxed"], test
@@ -87,8 +115,10 @@ def test_without_a_time_box_the_profile_bounds_a_test_without_resizing_its_round
     assert test.bound == 3.0
 
 
-@pytest.mark.parametrize(("box", "bound", "says"), [(None, 300.0, "(stopped by the profile's 300 s bound)"),
-                                                    (45.0, None, "(stopped by its 45 s time box)")])
+@pytest.mark.parametrize(
+    ("box", "bound", "says"),
+    [(None, 300.0, "(stopped by the profile's 300 s bound)"), (45.0, None, "(stopped by its 45 s time box)")],
+)
 def test_the_targets_table_names_what_stopped_a_test(box, bound, says):
     """A test stopped by its profile's bound once crashed the run's table (it formatted the absent time box)."""
     from fuzz.run.report import FinishedTest, RunReport
@@ -98,7 +128,8 @@ def test_the_targets_table_names_what_stopped_a_test(box, bound, says):
     report.examples[("fla-recurrent", "decode")] = 2
     report.distinct[("fla-recurrent", "decode")].update({"a", "b"})
     report.tests["fuzz/test_decode.py::test_decode[fla-recurrent]"] = FinishedTest(
-        "fla-recurrent", "decode", boxed=True, box=box, bound=bound)
+        "fla-recurrent", "decode", boxed=True, box=box, bound=bound
+    )
     [line] = [ln for ln in report.summary_lines() if ln.lstrip().startswith("fla-recurrent ")]
     assert line.endswith(f"decode 2 (2 distinct) {says}"), line
 
@@ -110,7 +141,9 @@ def test_two_boxed_tests_of_one_operation_say_what_stopped_them_once():
 
     report = RunReport("h200", "cuda", targets={"t": {"unavailable": None, "version": "1", "origin": "installed"}})
     report.examples[("t", "prefill")] = 3
-    report.tests = {test: FinishedTest("t", "prefill", boxed=True, box=60.0)
-                    for test in ("test_prefill[t]", "test_large_pool_prefill[t]")}
+    report.tests = {
+        test: FinishedTest("t", "prefill", boxed=True, box=60.0)
+        for test in ("test_prefill[t]", "test_large_pool_prefill[t]")
+    }
     (line,) = [line for line in report.summary_lines() if line.strip().startswith("t ")]
     assert line.endswith("prefill 3 (0 distinct) (stopped by its 60 s time box)"), line

@@ -7,6 +7,7 @@ release's API rejects what the release rejects, and the ci profile draws what it
 on this device" error makes the target unavailable with its reason, in the single-case and the serving tests, never a
 RejectedValidInput finding.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -48,8 +49,13 @@ def test_an_override_reporting_a_release_gets_its_contract_semantics_and_bugs(ov
     """The 0.7.2.post1 API as a plain module reporting 0.7.2.post1 (no RUNS_ON: it claims the real library's device):
     K = V = 128 and SM90+ as installed, unavailable on the CPU, and the release's semantics row and known bugs."""
     api = flashinfer_cpu.release_api("0.7.2.post1")
-    override(_module("_gdn_contract_0_7_2", __version__="0.7.2.post1",
-                     **{name: getattr(api, name) for name in flashinfer_cpu.RELEASE_SIGNATURES["0.7.2.post1"]}))
+    override(
+        _module(
+            "_gdn_contract_0_7_2",
+            __version__="0.7.2.post1",
+            **{name: getattr(api, name) for name in flashinfer_cpu.RELEASE_SIGNATURES["0.7.2.post1"]},
+        )
+    )
     for target in flashinfer.TARGETS:
         sup = target.declared()
         assert target.release() == "0.7.2.post1", target.name
@@ -82,17 +88,28 @@ def test_an_override_reporting_no_release_keeps_no_hardware_limits(override):
 # ---- defect 3: the CPU stand-in accepted what the release rejects ---------------------------------------------------
 def _decode(K, V, T=1, state=torch.float32, B=1, HV=1):
     q = torch.randn(B, T, 1, K).to(torch.bfloat16)
-    return dict(q=q, k=q.clone(), v=torch.randn(B, T, HV, V).to(torch.bfloat16), state=None,
-                A_log=torch.zeros(HV), a=torch.zeros(B, T, HV).to(torch.bfloat16), dt_bias=torch.zeros(HV),
-                b=torch.zeros(B, T, HV).to(torch.bfloat16), initial_state=torch.zeros(2, HV, V, K, dtype=state),
-                initial_state_indices=torch.tensor([1] * B, dtype=torch.int32))
+    return dict(
+        q=q,
+        k=q.clone(),
+        v=torch.randn(B, T, HV, V).to(torch.bfloat16),
+        state=None,
+        A_log=torch.zeros(HV),
+        a=torch.zeros(B, T, HV).to(torch.bfloat16),
+        dt_bias=torch.zeros(HV),
+        b=torch.zeros(B, T, HV).to(torch.bfloat16),
+        initial_state=torch.zeros(2, HV, V, K, dtype=state),
+        initial_state_indices=torch.tensor([1] * B, dtype=torch.int32),
+    )
 
 
-@pytest.mark.parametrize(("release", "K", "V", "T", "state", "message"), [
-    ("0.7.2.post1", 8, 8, 1, torch.float32, "K=8, V=8"),  # the fp32 asserts: K, V >= 128
-    ("0.7.2.post1", 64, 128, 1, torch.bfloat16, "K=64, V=128"),  # bf16 kernels only at K = V = 128
-    ("0.6.5", 128, 128, 5, torch.bfloat16, "T=5"),  # 0.6.5: bf16 kernels for T <= 4
-])
+@pytest.mark.parametrize(
+    ("release", "K", "V", "T", "state", "message"),
+    [
+        ("0.7.2.post1", 8, 8, 1, torch.float32, "K=8, V=8"),  # the fp32 asserts: K, V >= 128
+        ("0.7.2.post1", 64, 128, 1, torch.bfloat16, "K=64, V=128"),  # bf16 kernels only at K = V = 128
+        ("0.6.5", 128, 128, 5, torch.bfloat16, "T=5"),  # 0.6.5: bf16 kernels for T <= 4
+    ],
+)
 def test_the_standin_rejects_what_its_release_rejects(release, K, V, T, state, message):
     api = flashinfer_cpu.release_api(release)
     kw = _decode(K, V, T, state)
@@ -125,8 +142,7 @@ def test_the_ci_profile_draws_what_the_release_accepts_within_a_cpu_budget(name,
     target, budget, drawn = BY_NAME[name], BUDGETS["ci"], []
     op = "verify"
 
-    @settings(max_examples=40, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=40, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
     @given(case=cases(target, op, budget, target.known_bugs()))
     def run(case):
         drawn.append(case)
@@ -142,13 +158,20 @@ def test_the_ci_profile_draws_what_the_release_accepts_within_a_cpu_budget(name,
 
 
 # ---- defect 2: the library's "unsupported on this device" was judged RejectedValidInput -----------------------------
-@pytest.mark.parametrize(("cls", "message", "unsupported"), [
-    ("CakeGDNUnsupportedError", CAKE_ON_SM90, True),
-    ("CakeGDNUnsupportedError", "unsupported decode head mapping", False),  # the inputs, not the device
-    ("BackendSupportedError", "gated_delta_rule_decode does not support backend 'cake_gdn' with capability 90", True),
-    ("BackendSupportedError", "Backend 'x' is not supported for gated_delta_rule_decode", False),
-    ("RuntimeError", CAKE_ON_SM90, False),  # the phrasing alone is not enough: the library's class too
-])
+@pytest.mark.parametrize(
+    ("cls", "message", "unsupported"),
+    [
+        ("CakeGDNUnsupportedError", CAKE_ON_SM90, True),
+        ("CakeGDNUnsupportedError", "unsupported decode head mapping", False),  # the inputs, not the device
+        (
+            "BackendSupportedError",
+            "gated_delta_rule_decode does not support backend 'cake_gdn' with capability 90",
+            True,
+        ),
+        ("BackendSupportedError", "Backend 'x' is not supported for gated_delta_rule_decode", False),
+        ("RuntimeError", CAKE_ON_SM90, False),  # the phrasing alone is not enough: the library's class too
+    ],
+)
 def test_unsupported_here_is_an_explicit_classifier(cls, message, unsupported):
     error = type(cls, (NotImplementedError,), {})(message)
     assert (unsupported_here(error) == f"{cls}: {message}") if unsupported else unsupported_here(error) is None
@@ -161,8 +184,11 @@ def _unsupported_module(name: str) -> str:
     def gated_delta_rule_decode_pretranspose(*args, **kwargs):
         raise CakeGDNUnsupportedError(CAKE_ON_SM90)
 
-    return _module(name, CakeGDNUnsupportedError=CakeGDNUnsupportedError,
-                   gated_delta_rule_decode_pretranspose=gated_delta_rule_decode_pretranspose)
+    return _module(
+        name,
+        CakeGDNUnsupportedError=CakeGDNUnsupportedError,
+        gated_delta_rule_decode_pretranspose=gated_delta_rule_decode_pretranspose,
+    )
 
 
 def test_unsupported_on_this_device_makes_the_check_unavailable_not_a_finding(override):
@@ -173,14 +199,14 @@ def test_unsupported_on_this_device_makes_the_check_unavailable_not_a_finding(ov
     assert result.unavailable == f"CakeGDNUnsupportedError: {CAKE_ON_SM90}"
 
 
-UNSUPPORTED_MODULE = f'''
+UNSUPPORTED_MODULE = f"""
 class CakeGDNUnsupportedError(NotImplementedError):
     pass
 
 
 def gated_delta_rule_decode_pretranspose(*args, **kwargs):
     raise CakeGDNUnsupportedError({CAKE_ON_SM90!r})
-'''
+"""
 
 
 def test_fuzz_and_serving_tests_skip_a_target_the_library_says_this_device_cannot_run(tmp_path):
@@ -188,11 +214,31 @@ def test_fuzz_and_serving_tests_skip_a_target_the_library_says_this_device_canno
     reason (the run passes), where both failed with a RejectedValidInput finding before."""
     (tmp_path / "gdn_unsupported_here.py").write_text(UNSUPPORTED_MODULE)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "fuzz/test_decode.py", "fuzz/test_serving.py", "--hypothesis-profile=ci",
-         "-k", "flashinfer-pretranspose-fp32", "-q", "-rs", "-p", "no:warnings", "-p", "no:cacheprovider",
-         "--gdn-examples=4", "--gdn-target", "flashinfer=gdn_unsupported_here"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{tmp_path}"})
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "fuzz/test_decode.py",
+            "fuzz/test_serving.py",
+            "--hypothesis-profile=ci",
+            "-k",
+            "flashinfer-pretranspose-fp32",
+            "-q",
+            "-rs",
+            "-p",
+            "no:warnings",
+            "-p",
+            "no:cacheprovider",
+            "--gdn-examples=4",
+            "--gdn-target",
+            "flashinfer=gdn_unsupported_here",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{tmp_path}"},
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     skipped = [line for line in out.splitlines() if line.startswith("SKIPPED") and "supports only SM100a" in line]

@@ -7,6 +7,7 @@ a target is unavailable, against the stand-ins and against fake installed `flash
 (where the version decides routing the signatures cannot show); the semantics row and the known bugs each version
 picks, at the boundaries.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -56,8 +57,10 @@ def test_accepts_reads_named_keyword_only_positional_only_and_catch_all():
     assert not fapi.accepts(_plain, "initial_state")
     assert not fapi.accepts(_posonly, "q") and fapi.accepts(_posonly, "k")
     assert fapi.accepts(_catchall, "anything")
-    assert fapi.lacks(_plain, ["q", "output_state_indices", "backend", "ssm_state_indices"]) == \
-        ["output_state_indices", "ssm_state_indices"]
+    assert fapi.lacks(_plain, ["q", "output_state_indices", "backend", "ssm_state_indices"]) == [
+        "output_state_indices",
+        "ssm_state_indices",
+    ]
     assert fapi.default(_plain, "backend") == "auto" and fapi.default(_plain, "q", "none") == "none"
 
 
@@ -68,6 +71,7 @@ def test_accepts_follows_functools_wraps():
         @functools.wraps(f)
         def inner(*args, **kwargs):
             return f(*args, **kwargs)
+
         return inner
 
     wrapped = logged(_plain)
@@ -76,9 +80,19 @@ def test_accepts_follows_functools_wraps():
 
 def test_keywords_drops_neutral_values_and_refuses_the_rest():
     t = torch.zeros(2)
-    got = fapi.keywords(_plain, dict(q=t, k=t, state=None, backend="auto", initial_state=None,
-                                     disable_state_update=False, extra_backend="flashinfer"),
-                        {"extra_backend": ("flashinfer",)})
+    got = fapi.keywords(
+        _plain,
+        dict(
+            q=t,
+            k=t,
+            state=None,
+            backend="auto",
+            initial_state=None,
+            disable_state_update=False,
+            extra_backend="flashinfer",
+        ),
+        {"extra_backend": ("flashinfer",)},
+    )
     assert set(got) == {"q", "k", "state", "backend"} and got["q"] is t
     with pytest.raises(fapi.AdapterError, match="has no keyword initial_state"):
         fapi.keywords(_plain, dict(q=t, k=t, initial_state=t))
@@ -110,7 +124,8 @@ def test_release_objects_mimic_a_release_on_the_cpu():
             assert str(inspect.signature(getattr(api, name))) == f"({params})"
     with pytest.raises(TypeError):
         flashinfer_cpu.release_0_6_10.gated_delta_rule_decode_pretranspose(
-            None, None, None, None, None, None, None, None, backend="flashinfer")
+            None, None, None, None, None, None, None, None, backend="flashinfer"
+        )
     with pytest.raises(TypeError):
         flashinfer_cpu.release_0_6_10.gated_delta_rule_mtp(*[None] * 9, ssm_state_indices=None)
 
@@ -142,8 +157,13 @@ def _recorder(release: str) -> SimpleNamespace:
         recorded.__signature__, recorded.__name__ = sig, name
         return recorded
 
-    return SimpleNamespace(__version__=release, api_release=release, RUNS_ON="cpu", calls=calls,
-                           **{n: wrap(n) for n in RELEASE_SIGNATURES[release]})
+    return SimpleNamespace(
+        __version__=release,
+        api_release=release,
+        RUNS_ON="cpu",
+        calls=calls,
+        **{n: wrap(n) for n in RELEASE_SIGNATURES[release]},
+    )
 
 
 RECORDERS = types.ModuleType("_gdn_release_recorders")  # an importable home for the override spec
@@ -169,8 +189,7 @@ def test_short_fuzz_on_each_release_api_finds_nothing(release, name, op, overrid
     assert target.unavailable_reason("cpu") is None
     seen = []
 
-    @settings(max_examples=8, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=8, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
     @given(case=cases(target, op, BUDGETS["ci"], target.known_bugs()))
     def run(case):
         result = check(target, case, "cpu")
@@ -191,10 +210,26 @@ def test_standin_releases_through_pytest_report_no_type_errors():
 
     for release in ("release_0_6_10",):  # the API every FlashInfer test failed on at example 0 (H200)
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "fuzz/", "--hypothesis-profile=ci", "-k", "flashinfer", "-q",
-             "-p", "no:warnings", "--gdn-examples=6",
-             "--gdn-target", f"flashinfer=fuzz.standins.flashinfer_cpu:{release}"],
-            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "fuzz/",
+                "--hypothesis-profile=ci",
+                "-k",
+                "flashinfer",
+                "-q",
+                "-p",
+                "no:warnings",
+                "--gdn-examples=6",
+                "--gdn-target",
+                f"flashinfer=fuzz.standins.flashinfer_cpu:{release}",
+            ],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]  # a finding fails its fuzz test
         assert " passed" in proc.stdout and " failed" not in proc.stdout
 
@@ -204,19 +239,34 @@ def test_standin_releases_through_pytest_report_no_type_errors():
 # signature cannot show (as the installed release does; these run on no GPU, so SM100-only routes are off)
 _SEQUENCE_ORDERED = dict(pool=False, split_write=False, strided_pool=False)  # prefill before 0.7.0 (SM90)
 NARROWED = {
-    "0.6.5": {"flashinfer-pretranspose-fp32": dict(pool=False, split_write=False, intermediate=False, no_update=False),
-              "flashinfer-bf16": dict(pool=False, split_write=False, intermediate=False, no_update=False),
-              "flashinfer-decode-kmajor": {}, "flashinfer-mtp-fp32": dict(split_write=False, token_slots=False),
-              "flashinfer-prefill-chunk": _SEQUENCE_ORDERED},
-    "0.6.10": {"flashinfer-pretranspose-fp32": dict(intermediate=False, no_update=False),
-               "flashinfer-bf16": dict(intermediate=False, no_update=False), "flashinfer-decode-kmajor": {},
-               "flashinfer-mtp-fp32": dict(split_write=False, token_slots=False),
-               "flashinfer-prefill-chunk": _SEQUENCE_ORDERED},
-    "0.6.16.post4": {"flashinfer-pretranspose-fp32": dict(intermediate=False, no_update=False),
-                     "flashinfer-bf16": dict(intermediate=False, no_update=False), "flashinfer-decode-kmajor": {},
-                     "flashinfer-mtp-fp32": {}, "flashinfer-prefill-chunk": _SEQUENCE_ORDERED},
-    "0.7.2.post1": {"flashinfer-pretranspose-fp32": {}, "flashinfer-bf16": {}, "flashinfer-decode-kmajor": {},
-                    "flashinfer-mtp-fp32": {}, "flashinfer-prefill-chunk": dict(pool=False, split_write=False)},
+    "0.6.5": {
+        "flashinfer-pretranspose-fp32": dict(pool=False, split_write=False, intermediate=False, no_update=False),
+        "flashinfer-bf16": dict(pool=False, split_write=False, intermediate=False, no_update=False),
+        "flashinfer-decode-kmajor": {},
+        "flashinfer-mtp-fp32": dict(split_write=False, token_slots=False),
+        "flashinfer-prefill-chunk": _SEQUENCE_ORDERED,
+    },
+    "0.6.10": {
+        "flashinfer-pretranspose-fp32": dict(intermediate=False, no_update=False),
+        "flashinfer-bf16": dict(intermediate=False, no_update=False),
+        "flashinfer-decode-kmajor": {},
+        "flashinfer-mtp-fp32": dict(split_write=False, token_slots=False),
+        "flashinfer-prefill-chunk": _SEQUENCE_ORDERED,
+    },
+    "0.6.16.post4": {
+        "flashinfer-pretranspose-fp32": dict(intermediate=False, no_update=False),
+        "flashinfer-bf16": dict(intermediate=False, no_update=False),
+        "flashinfer-decode-kmajor": {},
+        "flashinfer-mtp-fp32": {},
+        "flashinfer-prefill-chunk": _SEQUENCE_ORDERED,
+    },
+    "0.7.2.post1": {
+        "flashinfer-pretranspose-fp32": {},
+        "flashinfer-bf16": {},
+        "flashinfer-decode-kmajor": {},
+        "flashinfer-mtp-fp32": {},
+        "flashinfer-prefill-chunk": dict(pool=False, split_write=False),
+    },
     "0.7.4": {name: {} for name in CORE},
 }
 NARROWED["0.6.11"] = NARROWED["0.6.10"]
@@ -241,12 +291,20 @@ def test_support_narrowing_per_release_api(release, override):
     assert prefill.prenormalize == (not release.startswith("0.7."))  # use_qk_l2norm_in_kernel honoured from 0.7.1
 
 
-@pytest.mark.parametrize(("release", "reasons"), [
-    ("0.6.10", {"flashinfer-cake-bf16": ("gated_delta_rule_decode_pretranspose", "backend"),
+@pytest.mark.parametrize(
+    ("release", "reasons"),
+    [
+        (
+            "0.6.10",
+            {
+                "flashinfer-cake-bf16": ("gated_delta_rule_decode_pretranspose", "backend"),
                 "flashinfer-cake-fp32": ("gated_delta_rule_decode_pretranspose", "backend"),
-                "flashinfer-cake-kmajor": ("gated_delta_rule_decode", "backend")}),
-    ("0.6.16.post4", {"flashinfer-replayssm": ("gated_delta_rule_mtp", "cache_replayssm")}),
-])
+                "flashinfer-cake-kmajor": ("gated_delta_rule_decode", "backend"),
+            },
+        ),
+        ("0.6.16.post4", {"flashinfer-replayssm": ("gated_delta_rule_mtp", "cache_replayssm")}),
+    ],
+)
 def test_unavailable_reasons_name_function_keyword_and_api(release, reasons, override):
     api = release_api(release)
     api.gated_delta_rule_replayssm_commit = lambda *a, use_qk_l2norm=True, backend="auto": None
@@ -256,29 +314,35 @@ def test_unavailable_reasons_name_function_keyword_and_api(release, reasons, ove
     for name, (function, keyword) in reasons.items():
         assert BY_NAME[name].unavailable_reason("cpu") == (
             f"unavailable on this release: {function} has no keyword {keyword} (override {RECORDERS.__name__}:extra, "
-            f"the API of flashinfer-python {release})")
+            f"the API of flashinfer-python {release})"
+        )
     for name in CORE:  # the core targets run on every API
         assert BY_NAME[name].unavailable_reason("cpu") is None, name
 
 
 # ---- installed releases (fake packages): flags, version routing, prefill -------------------------------------------
 def _decode_source(release: str, **flags) -> str:
-    lines = ["from fuzz.standins.flashinfer_cpu import release_api",
-             f"_r = release_api({release!r})",
-             *(f"{name} = _r.{name}" for name in RELEASE_SIGNATURES[release] if name != "chunk_gated_delta_rule")]
+    lines = [
+        "from fuzz.standins.flashinfer_cpu import release_api",
+        f"_r = release_api({release!r})",
+        *(f"{name} = _r.{name}" for name in RELEASE_SIGNATURES[release] if name != "chunk_gated_delta_rule"),
+    ]
     return "\n".join(lines + [f"{flag} = {value}" for flag, value in flags.items()]) + "\n"
 
 
 def _prefill_source(release: str, cxx: bool = False) -> str:
-    return ("from fuzz.standins.flashinfer_cpu import release_api\n"
-            f"chunk_gated_delta_rule = release_api({release!r}).chunk_gated_delta_rule\n"
-            + ("def gen_gdn_prefill_sm90_module():\n    raise RuntimeError('would build with nvcc')\n" if cxx else ""))
+    return (
+        "from fuzz.standins.flashinfer_cpu import release_api\n"
+        f"chunk_gated_delta_rule = release_api({release!r}).chunk_gated_delta_rule\n"
+        + ("def gen_gdn_prefill_sm90_module():\n    raise RuntimeError('would build with nvcc')\n" if cxx else "")
+    )
 
 
 @pytest.fixture
 def installed(fake_flashinfer_package, tmp_path):
     """install(version, api=version's signatures, capability=(9, 0), cxx=False, data=False, **flags): a fake
     flashinfer `version` whose functions are the stand-in behind `api`'s signatures."""
+
     def install(version, api=None, capability=(9, 0), cxx=False, data=False, **flags):
         api = api or version
         for module in [m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer.")]:
@@ -290,11 +354,17 @@ def installed(fake_flashinfer_package, tmp_path):
                 (data_dir / name).mkdir() if "." not in Path(name).name else (data_dir / name).write_text("")
             (tmp_path / "cuda" / "bin").mkdir(parents=True, exist_ok=True)
             (tmp_path / "cuda" / "bin" / "nvcc").write_text("")
-        fake_flashinfer_package({
-            "gdn_decode.py": _decode_source(api, **flags), "gdn_prefill.py": _prefill_source(api, cxx),
-            "jit/env.py": f"import pathlib\nFLASHINFER_DATA = pathlib.Path({str(data_dir)!r})\n",
-            "jit/cpp_ext.py": f"def get_cuda_path():\n    return {str(tmp_path / 'cuda')!r}\n"},
-            version=version, capability=capability)
+        fake_flashinfer_package(
+            {
+                "gdn_decode.py": _decode_source(api, **flags),
+                "gdn_prefill.py": _prefill_source(api, cxx),
+                "jit/env.py": f"import pathlib\nFLASHINFER_DATA = pathlib.Path({str(data_dir)!r})\n",
+                "jit/cpp_ext.py": f"def get_cuda_path():\n    return {str(tmp_path / 'cuda')!r}\n",
+            },
+            version=version,
+            capability=capability,
+        )
+
     return install
 
 
@@ -303,7 +373,8 @@ def test_flags_are_the_release_s_own(installed):
     installed("0.6.10", _GDN_DECODE_BF16_STATE_AVAILABLE=False, _GDN_DECODE_KLAST_BF16_STATE_AVAILABLE=True)
     assert BY_NAME["flashinfer-bf16"].unavailable_reason("cuda") == (
         "flashinfer 0.6.10: kernels failed to import (_GDN_DECODE_BF16_STATE_AVAILABLE is False); check "
-        "nvidia-cutlass-dsl and apache-tvm-ffi")
+        "nvidia-cutlass-dsl and apache-tvm-ffi"
+    )
     for name in ("flashinfer-pretranspose-fp32", "flashinfer-mtp-fp32", "flashinfer-decode-kmajor"):
         assert BY_NAME[name].unavailable_reason("cuda") is None, name
     installed("0.6.10", _GDN_DECODE_KLAST_BF16_STATE_AVAILABLE=False, _MTP_AVAILABLE=False)
@@ -320,21 +391,36 @@ def test_flags_before_0_6_8(installed):
     assert "_NONTRANSPOSE_AVAILABLE is False" in BY_NAME["flashinfer-decode-kmajor"].unavailable_reason("cuda")
 
 
-@pytest.mark.parametrize(("version", "api", "name", "narrowing"), [
-    # 0.6.6 takes initial_state*, but only for bf16 states: the fp32 pretranspose runs on the batch's states
-    ("0.6.6", "0.6.10", "flashinfer-pretranspose-fp32",
-     dict(pool=False, split_write=False, intermediate=False, no_update=False)),
-    ("0.6.6", "0.6.10", "flashinfer-bf16", dict(intermediate=False, no_update=False)),  # T <= 4: the contract's
-    ("0.6.7.post3", "0.6.10", "flashinfer-pretranspose-fp32", dict(intermediate=False, no_update=False,
-                                                                    strided_pool=False)),
-    ("0.6.8", "0.6.10", "flashinfer-bf16", dict(intermediate=False, no_update=False)),
-    ("0.6.10", "0.6.10", "flashinfer-prefill-chunk", dict(pool=False, split_write=False, strided_pool=False)),
-    # state_indices is in 0.6.16's signature, but SM90 raises NotImplementedError for it before 0.7.0
-    ("0.6.16.post4", "0.6.16.post4", "flashinfer-prefill-chunk", dict(pool=False, split_write=False,
-                                                                       strided_pool=False)),
-    ("0.7.2.post1", "0.7.2.post1", "flashinfer-prefill-chunk", dict(pool=False, split_write=False)),
-    ("0.7.4", "0.7.4", "flashinfer-prefill-chunk", {}),
-])
+@pytest.mark.parametrize(
+    ("version", "api", "name", "narrowing"),
+    [
+        # 0.6.6 takes initial_state*, but only for bf16 states: the fp32 pretranspose runs on the batch's states
+        (
+            "0.6.6",
+            "0.6.10",
+            "flashinfer-pretranspose-fp32",
+            dict(pool=False, split_write=False, intermediate=False, no_update=False),
+        ),
+        ("0.6.6", "0.6.10", "flashinfer-bf16", dict(intermediate=False, no_update=False)),  # T <= 4: the contract's
+        (
+            "0.6.7.post3",
+            "0.6.10",
+            "flashinfer-pretranspose-fp32",
+            dict(intermediate=False, no_update=False, strided_pool=False),
+        ),
+        ("0.6.8", "0.6.10", "flashinfer-bf16", dict(intermediate=False, no_update=False)),
+        ("0.6.10", "0.6.10", "flashinfer-prefill-chunk", dict(pool=False, split_write=False, strided_pool=False)),
+        # state_indices is in 0.6.16's signature, but SM90 raises NotImplementedError for it before 0.7.0
+        (
+            "0.6.16.post4",
+            "0.6.16.post4",
+            "flashinfer-prefill-chunk",
+            dict(pool=False, split_write=False, strided_pool=False),
+        ),
+        ("0.7.2.post1", "0.7.2.post1", "flashinfer-prefill-chunk", dict(pool=False, split_write=False)),
+        ("0.7.4", "0.7.4", "flashinfer-prefill-chunk", {}),
+    ],
+)
 def test_installed_release_routing(installed, version, api, name, narrowing):
     """What the installed release's signatures and version narrow; its contract (fuzz.targets.flashinfer_contract)
     bounds what is drawn beside that: K = V = 128, its GPUs, and T <= 4 on the bf16 kernels before 0.6.8."""
@@ -347,9 +433,15 @@ def test_installed_release_routing(installed, version, api, name, narrowing):
     assert sup.max_T == (4 if name == "flashinfer-bf16" and version == "0.6.6" else None)
 
 
-@pytest.mark.parametrize(("version", "api", "pool", "prenormalize"), [
-    ("0.6.16.post4", "0.6.16.post4", False, True), ("0.7.0", "0.7.2.post1", True, True),
-    ("0.7.1", "0.7.2.post1", True, False), ("0.7.4", "0.7.4", True, False)])
+@pytest.mark.parametrize(
+    ("version", "api", "pool", "prenormalize"),
+    [
+        ("0.6.16.post4", "0.6.16.post4", False, True),
+        ("0.7.0", "0.7.2.post1", True, True),
+        ("0.7.1", "0.7.2.post1", True, False),
+        ("0.7.4", "0.7.4", True, False),
+    ],
+)
 def test_prefill_pool_and_l2norm_per_release(installed, version, api, pool, prenormalize):
     installed(version, api)
     plan = BY_NAME["flashinfer-prefill-chunk"].plan()
@@ -372,10 +464,14 @@ def test_cxx_prefill_without_its_data_is_unavailable(installed):
     assert BY_NAME["flashinfer-prefill-chunk"].unavailable_reason("cuda") is None
 
 
-@pytest.mark.parametrize(("version", "api", "names"), [
-    ("0.6.6", "0.6.10", ("flashinfer-pretranspose-fp32", "flashinfer-bf16")),  # no fp32 pool; bf16 T <= 4
-    ("0.6.16.post4", "0.6.16.post4", ("flashinfer-prefill-chunk",)),  # sequence-ordered, adapter l2norm
-    ("0.7.0", "0.7.2.post1", ("flashinfer-prefill-chunk",))])  # state_indices (identity), adapter l2norm
+@pytest.mark.parametrize(
+    ("version", "api", "names"),
+    [
+        ("0.6.6", "0.6.10", ("flashinfer-pretranspose-fp32", "flashinfer-bf16")),  # no fp32 pool; bf16 T <= 4
+        ("0.6.16.post4", "0.6.16.post4", ("flashinfer-prefill-chunk",)),  # sequence-ordered, adapter l2norm
+        ("0.7.0", "0.7.2.post1", ("flashinfer-prefill-chunk",)),
+    ],
+)  # state_indices (identity), adapter l2norm
 def test_installed_old_release_runs_clean(installed, version, api, names):
     """A fake installed release (its version drives the routing the signatures cannot show) over a few drawn cases:
     nothing fails."""
@@ -386,13 +482,15 @@ def test_installed_old_release_runs_clean(installed, version, api, names):
 
 
 def _fuzz_clean(target, op, examples=2):
-    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck)
+    )
     @given(case=cases(target, op, BUDGETS["ci"]))
     def run(case):
         assert case.T <= (target.declared().max_T or case.T)  # 0.6.6: bf16 kernels for T <= 4 only
         result = check(target, case, "cpu")
         assert result.failure is None, result.failure.message + "\n".join(result.failure.notes)
+
     run()
 
 
@@ -426,27 +524,34 @@ def test_semantics_rows_per_version():
         assert "adapter l2-normalizes" in semantics_for(pf, version).why
     for version in ("0.6.5", "0.7.0", "0.7.4"):
         assert semantics_for(pf, version).norm_as_input and semantics_for(pf, version).gates == "log"
-        for path in ("flashinfer.pretranspose.fp32", "flashinfer.bf16", "flashinfer.mtp.fp32",
-                     "flashinfer.decode.kmajor"):
+        for path in (
+            "flashinfer.pretranspose.fp32",
+            "flashinfer.bf16",
+            "flashinfer.mtp.fp32",
+            "flashinfer.decode.kmajor",
+        ):
             assert semantics_for(path, version).output == "bf16" and semantics_for(path, version).inputs_as == "bf16"
     with pytest.raises(LookupError):
         semantics_for(pf, "0.6.4")
 
 
-@pytest.mark.parametrize(("bug", "path", "holds", "not_holds"), [
-    ("inter-row-stride-T", "flashinfer.mtp.fp32", ("0.6.5", "0.6.13", "0.7.2.post1"), ("0.6.4", "0.7.4")),
-    ("strided-pool-capacity-key", "flashinfer.mtp.fp32", ("0.6.14", "0.7.2.post1"), ("0.6.13", "0.7.4")),
-    ("sliced-inter-rejected", "flashinfer.mtp.fp32", ("0.6.14", "0.7.2"), ("0.6.13", "0.7.4")),
-    ("fp16-output-roundtrip", "flashinfer.mtp.fp32", ("0.6.18", "0.7.4"), ("0.6.17",)),
-    ("wide-vec-no-writeback", "flashinfer.bf16", ("0.7.0", "0.7.4"), ("0.6.16.post4",)),  # via the pretranspose
-    ("bf16-i64-indices", "flashinfer.bf16", ("0.6.10", "0.6.14", "0.7.4"), ("0.6.9",)),
-    ("size1-layout", "flashinfer.pretranspose.fp32", ("0.6.14", "0.7.4"), ("0.6.11", "0.6.13")),  # 0.6.14
-    ("mtp-one-token-dummy-indices", "flashinfer.mtp.fp32", ("0.6.14", "0.7.4"), ("0.6.11", "0.6.13")),
-    ("bf16-strided-pool-copied", "flashinfer.bf16", ("0.6.8", "0.6.11"), ("0.6.12", "0.7.4")),
-    ("saturated-softplus-nan", "flashinfer.bf16", ("0.6.10", "0.7.2.post1"), ("0.7.4",)),
-    ("unchecked-gva", "flashinfer.pretranspose.fp32", ("0.6.5", "0.6.10", "0.7.4"), ("0.6.4",)),
-    ("unchecked-gva", "flashinfer.decode.kmajor", ("0.6.5",), ()),
-])
+@pytest.mark.parametrize(
+    ("bug", "path", "holds", "not_holds"),
+    [
+        ("inter-row-stride-T", "flashinfer.mtp.fp32", ("0.6.5", "0.6.13", "0.7.2.post1"), ("0.6.4", "0.7.4")),
+        ("strided-pool-capacity-key", "flashinfer.mtp.fp32", ("0.6.14", "0.7.2.post1"), ("0.6.13", "0.7.4")),
+        ("sliced-inter-rejected", "flashinfer.mtp.fp32", ("0.6.14", "0.7.2"), ("0.6.13", "0.7.4")),
+        ("fp16-output-roundtrip", "flashinfer.mtp.fp32", ("0.6.18", "0.7.4"), ("0.6.17",)),
+        ("wide-vec-no-writeback", "flashinfer.bf16", ("0.7.0", "0.7.4"), ("0.6.16.post4",)),  # via the pretranspose
+        ("bf16-i64-indices", "flashinfer.bf16", ("0.6.10", "0.6.14", "0.7.4"), ("0.6.9",)),
+        ("size1-layout", "flashinfer.pretranspose.fp32", ("0.6.14", "0.7.4"), ("0.6.11", "0.6.13")),  # 0.6.14
+        ("mtp-one-token-dummy-indices", "flashinfer.mtp.fp32", ("0.6.14", "0.7.4"), ("0.6.11", "0.6.13")),
+        ("bf16-strided-pool-copied", "flashinfer.bf16", ("0.6.8", "0.6.11"), ("0.6.12", "0.7.4")),
+        ("saturated-softplus-nan", "flashinfer.bf16", ("0.6.10", "0.7.2.post1"), ("0.7.4",)),
+        ("unchecked-gva", "flashinfer.pretranspose.fp32", ("0.6.5", "0.6.10", "0.7.4"), ("0.6.4",)),
+        ("unchecked-gva", "flashinfer.decode.kmajor", ("0.6.5",), ()),
+    ],
+)
 def test_known_bug_ranges_at_their_boundaries(bug, path, holds, not_holds):
     record = BY_ID[bug]
     assert all(record.holds(path, v) for v in holds), [v for v in holds if not record.holds(path, v)]
@@ -464,13 +569,16 @@ def test_adapter_error_is_raised_not_a_type_error(override):
         check(target, case, "cpu")  # raised, not judged: an adapter defect of ours is never a finding
 
 
-
 # ---- every wheel's own signatures ----------------------------------------------------------------------------------
 def _wheel_stubs(release: str, names: tuple) -> str:
     """The wheel's functions `names` with their exact signatures, each recording its keywords and returning
     (output, state) as the real ones do."""
-    out = ["CALLS = []", "def _record(name, kw):", "    CALLS.append((name, kw))",
-           "    return kw.get('output'), kw.get('output_state', kw.get('initial_state', kw.get('state')))"]
+    out = [
+        "CALLS = []",
+        "def _record(name, kw):",
+        "    CALLS.append((name, kw))",
+        "    return kw.get('output'), kw.get('output_state', kw.get('initial_state', kw.get('state')))",
+    ]
     for name in names:
         stub = WHEEL_SIGNATURES[release]["stubs"][name]
         out.append(stub.removesuffix("pass") + f"return _record({name!r}, dict(locals()))")
@@ -491,11 +599,16 @@ def test_every_release_signature_takes_every_drawn_case(fake_flashinfer_package,
     (tmp_path / "cuda" / "bin").mkdir(parents=True)
     (tmp_path / "cuda" / "bin" / "nvcc").write_text("")
     cxx = "def gen_gdn_prefill_sm90_module():\n    pass\n" if WHEEL_SIGNATURES[release]["jit_prefill"] else ""
-    fake_flashinfer_package({
-        "gdn_decode.py": decode, "gdn_prefill.py": prefill + cxx,
-        "jit/env.py": f"import pathlib\nFLASHINFER_DATA = pathlib.Path({str(data)!r})\n",
-        "jit/cpp_ext.py": f"def get_cuda_path():\n    return {str(tmp_path / 'cuda')!r}\n"}, version=release,
-        capability=(9, 0))
+    fake_flashinfer_package(
+        {
+            "gdn_decode.py": decode,
+            "gdn_prefill.py": prefill + cxx,
+            "jit/env.py": f"import pathlib\nFLASHINFER_DATA = pathlib.Path({str(data)!r})\n",
+            "jit/cpp_ext.py": f"def get_cuda_path():\n    return {str(tmp_path / 'cuda')!r}\n",
+        },
+        version=release,
+        capability=(9, 0),
+    )
     for name in CORE:
         target = BY_NAME[name]
         assert target.unavailable_reason("cuda") is None, (release, name, target.unavailable_reason("cuda"))
@@ -509,17 +622,38 @@ def _placeholders(case: Case) -> SimpleNamespace:
     one = torch.zeros(1, 1)
     index = lambda xs: None if xs is None else torch.tensor(xs, dtype=torch.int32)
     view = SimpleNamespace(view=one)
-    return SimpleNamespace(q=one, k=one, v=one, A_log=one, a=one, dt_bias=one, b=one, g=one, beta=one,
-                           read_slots=index(case.read_slots), write_slots=index(case.write_slots),
-                           token_slots=index(case.token_slots), inter_index=index(case.inter_index),
-                           cu_seqlens=one, pool=view, inter=view if case.inter_rows else None, output=view)
+    return SimpleNamespace(
+        q=one,
+        k=one,
+        v=one,
+        A_log=one,
+        a=one,
+        dt_bias=one,
+        b=one,
+        g=one,
+        beta=one,
+        read_slots=index(case.read_slots),
+        write_slots=index(case.write_slots),
+        token_slots=index(case.token_slots),
+        inter_index=index(case.inter_index),
+        cu_seqlens=one,
+        pool=view,
+        inter=view if case.inter_rows else None,
+        output=view,
+    )
 
 
 def _calls_bind(target, op):
     module = target.api()
 
-    @settings(max_examples=5, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=5,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=cases(target, op, BUDGETS["ci"]))
     def call(case):
         if not case.valid:
@@ -527,4 +661,5 @@ def _calls_bind(target, op):
         before = len(module.CALLS)
         target.call(case, _placeholders(case))
         assert len(module.CALLS) == before + 1
+
     call()

@@ -7,15 +7,17 @@ import pytest
 from fuzz.targets.registry import TARGETS
 
 BY_NAME = {t.name: t for t in TARGETS}
-DECODE = ("def gated_delta_rule_decode_pretranspose(*args, **kwargs): pass\n"
-          "def gated_delta_rule_mtp(*args, **kwargs): pass\n")
+DECODE = (
+    "def gated_delta_rule_decode_pretranspose(*args, **kwargs): pass\ndef gated_delta_rule_mtp(*args, **kwargs): pass\n"
+)
 
 
 @pytest.fixture
 def fake_flashinfer(fake_flashinfer_package):
     """A fake flashinfer: gdn_decode, and a gdn_prefill from the test, at a chosen version."""
     return lambda prefill_source, version="0.7.4": fake_flashinfer_package(
-        {"gdn_decode.py": DECODE, "gdn_prefill.py": prefill_source}, version)
+        {"gdn_decode.py": DECODE, "gdn_prefill.py": prefill_source}, version
+    )
 
 
 def test_prefill_import_failure_leaves_decode_targets_alone(fake_flashinfer):

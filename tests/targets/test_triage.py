@@ -1,5 +1,6 @@
 """Triage agrees with the strategies: what a known bug's mask keeps from being drawn is exactly what triage calls
 masked, and findings of the H200 campaign (2026-12-02) are explained by the records written for them."""
+
 import dataclasses
 import json
 from pathlib import Path
@@ -46,8 +47,13 @@ def test_a_case_drawn_under_a_mask_is_never_called_masked(data):
 
 def test_the_size1_mask_keeps_lone_single_head_requests_out_and_nothing_else():
     target = BY_PATH["flashinfer.pretranspose.fp32"]
-    search = settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate],
-                      suppress_health_check=list(HealthCheck))
+    search = settings(
+        max_examples=2000,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     lone = find(cases(target, "decode", BUDGETS["ci"]), lambda c: c.B == 1 and c.H == 1, settings=search)
     assert triage.masks(BY_ID["size1-layout"], lone)
     bugs = (BY_ID["size1-layout"],)
@@ -60,12 +66,16 @@ def test_the_size1_mask_keeps_lone_single_head_requests_out_and_nothing_else():
 # with the records that explained it when they were written from it.
 # And the smallest of each release x target x kind x records of the reach campaigns of 2026-12-03
 # (docs/h200-results-2026-12-02-reach.md), with the earlier calls of a serving sequence ("before").
-FINDINGS = [f for name in ("h200-2026-12-02-findings.json", "h200-2026-12-03-findings.json")
-            for f in json.loads((Path(__file__).resolve().parents[1] / "data" / name).read_text())]
+FINDINGS = [
+    f
+    for name in ("h200-2026-12-02-findings.json", "h200-2026-12-03-findings.json")
+    for f in json.loads((Path(__file__).resolve().parents[1] / "data" / name).read_text())
+]
 
 
-@pytest.mark.parametrize("finding", FINDINGS, ids=[f"{f['release']}-{f['target']}-{f['kind']}-{i}"
-                                                   for i, f in enumerate(FINDINGS)])
+@pytest.mark.parametrize(
+    "finding", FINDINGS, ids=[f"{f['release']}-{f['target']}-{f['kind']}-{i}" for i, f in enumerate(FINDINGS)]
+)
 def test_every_campaign_finding_is_explained_by_its_records(finding):
     """A record edited so that it no longer explains what it was written from (a narrower range, a mask that no longer
     covers the case, a pattern that misses the cause) fails here, naming the finding."""
@@ -78,8 +88,13 @@ def test_every_campaign_finding_is_explained_by_its_records(finding):
 def test_the_one_token_mask_keeps_lone_decode_requests_out_and_nothing_else():
     """mtp-one-token-dummy-indices: B = 1 at T = 1 is not drawn while it holds; B = 1 at T = 2 still is."""
     target = BY_PATH["flashinfer.mtp.fp32"]
-    search = settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate],
-                      suppress_health_check=list(HealthCheck))
+    search = settings(
+        max_examples=2000,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     bug = BY_ID["mtp-one-token-dummy-indices"]
     lone = find(cases(target, "decode", BUDGETS["ci"]), lambda c: c.B == 1, settings=search)
     assert triage.masks(bug, lone)
@@ -98,8 +113,9 @@ def test_a_finding_no_record_masks_is_new():
     assert not triage.explaining("RejectedValidInput", cause, (two,), path, "0.7.4")
     # a wrong value on fp16 inputs at 0.7.4 is no bit-cast (fixed in 0.7.2) and no known bug
     fp16 = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-fp16in-i32-vk-gate_mild-seed0-slots[1,2]"
-    bugs = triage.explaining("OutputMismatch", "output error above the bound", (Case.parse(fp16),),
-                             "flashinfer.pretranspose.fp32", "0.7.4")
+    bugs = triage.explaining(
+        "OutputMismatch", "output error above the bound", (Case.parse(fp16),), "flashinfer.pretranspose.fp32", "0.7.4"
+    )
     assert triage.verdict(bugs).startswith("NEW") and triage.verdict((BY_ID["size1-layout"],)) == "known: size1-layout"
 
 
@@ -109,8 +125,9 @@ def test_a_bug_that_breaks_a_whole_operation_takes_that_operation_out(monkeypatc
     from fuzz.model.known_bugs import KnownBug, masked_reason
 
     bug = KnownBug("breaks-decode", "decode never compiles", ("flashinfer.mtp.fp32",), "0.6.5", masked_ops=("decode",))
-    assert masked_reason((bug,), "decode") == ("known bug breaks-decode (>=0.6.5): decode never compiles "
-                                              "(corpus/ replays it)")
+    assert masked_reason((bug,), "decode") == (
+        "known bug breaks-decode (>=0.6.5): decode never compiles (corpus/ replays it)"
+    )
     assert masked_reason((bug,), "verify") is None
     decode = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2]"
     assert triage.masks(bug, Case.parse(decode))
