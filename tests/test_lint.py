@@ -1,5 +1,7 @@
-"""Lint runs with the tests: the README's test command (CI's) fails on what `ruff check` finds, with ruff's own lines.
+"""Lint runs with the tests: the README's test command (CI's) fails on what `ruff check` finds and on a file that
+`ruff format` would change, with ruff's own lines.
 ruff comes with the dev extra, which the README's install command installs: its absence is a failure, not a skip."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -9,12 +11,29 @@ TREES = ("reference", "fuzz", "tests", "scripts", "bench")  # every Python file 
 
 
 def test_ruff_finds_nothing():
-    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *TREES], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", *TREES],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_every_file_is_as_ruff_formats_it():
+    run = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "--no-cache", *TREES],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_the_readme_import_graph_is_what_the_code_gives():
-    run = subprocess.run([sys.executable, "scripts/import_graph.py", "--check"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "scripts/import_graph.py", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stdout + run.stderr
