@@ -10,30 +10,20 @@ ROOT = Path(__file__).resolve().parents[1]
 TREES = ("reference", "fuzz", "tests", "scripts", "bench")  # every Python file of the checkout
 
 
+def run(*command: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
 def test_ruff_finds_nothing():
-    run = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", *TREES],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
+    checked = run("-m", "ruff", "check", "--no-cache", *TREES)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_every_file_is_as_ruff_formats_it():
-    run = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--check", "--no-cache", *TREES],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
+    checked = run("-m", "ruff", "format", "--check", "--no-cache", *TREES)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_the_readme_import_graph_is_what_the_code_gives():
-    run = subprocess.run(
-        [sys.executable, "scripts/import_graph.py", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
+    checked = run("scripts/import_graph.py", "--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -20,6 +20,7 @@ from fuzz.generate.strategies import cases
 from fuzz.model.case import Case, CaseError
 from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.targets.registry import TARGETS, overridden
+from tests.child_pytest import QUIET, python_run
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "decode-B2-T1-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed7-slots[3,-1]"
@@ -29,18 +30,12 @@ MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"
 
 
 def run(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
+    """`python ARGS` in the checkout, with `env` added to this environment."""
+    return python_run(*args, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 def pytest_run(*args, env=None) -> subprocess.CompletedProcess:
-    return run("-m", "pytest", "-q", "-p", "no:warnings", "-p", "no:cacheprovider", *args, env=env)
+    return run("-m", "pytest", *QUIET, *args, env=env)
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -507,13 +502,7 @@ def test_a_required_family_that_does_not_load_is_a_usage_error(tmp_path):
     shadow.mkdir()
     (shadow / "__init__.py").write_text("raise ImportError('shadowed by the test')\n")
     proc = run(
-        "-m",
-        "pytest",
-        "fuzz/test_decode.py",
-        "-p",
-        "no:cacheprovider",
-        "--hypothesis-profile=ci",
-        "--gdn-require=flashinfer",
+        *"-m pytest fuzz/test_decode.py -p no:cacheprovider --hypothesis-profile=ci --gdn-require=flashinfer".split(),
         env={"PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)},
     )
     assert proc.returncode == 4, proc.stdout[-1500:] + proc.stderr[-1500:]

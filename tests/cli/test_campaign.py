@@ -18,11 +18,14 @@ from fuzz.model.case import Case
 from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.result import Failure
 from fuzz.suite.session import FuzzSession, Options, logged_failures, resumable
+from tests.child_pytest import pytest_run
 
 BIG = "verify-B3-T2-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2,-1]"
 SMALL = "verify-B1-T2-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"
 OTHER = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed5-slots[1,2]"
 REPO = Path(__file__).resolve().parents[2]
+ROW = dict(installation="x", family="flashinfer-", seconds=1, killed=False, exit=1, errors=[], examples=3, distinct=3)
+ROW.update(buckets=1, environment={}, targets={})  # a campaign summary's run row, as summary.json holds it
 
 
 def failure(kind, coordinate, detail="state[0]: error 5 > bound 0.1"):
@@ -49,17 +52,7 @@ def test_smallest_logged_case_per_target_and_kind(tmp_path):
 
 def test_an_argument_type_error_is_flagged_as_ours():
     row = {
-        "installation": "x",
-        "family": "flashinfer-",
-        "seconds": 1,
-        "killed": False,
-        "exit": 1,
-        "errors": [],
-        "examples": 3,
-        "distinct": 3,
-        "buckets": 1,
-        "environment": {},
-        "targets": {},
+        **ROW,
         "failures": [
             {
                 "kind": "RejectedValidInput",
@@ -103,20 +96,9 @@ def test_a_run_killed_after_its_first_test_leaves_that_tests_report(tmp_path):
 
 def test_a_campaign_on_a_mutant_tables_its_distinct_failures(tmp_path, capsys):
     out = tmp_path / "campaign"
+    argv = "flashinfer-pretranspose --profile ci --test-seconds 8 --db-per-run".split()
     code = campaign.main(
-        [
-            "flashinfer-pretranspose",
-            "--profile",
-            "ci",
-            "--test-seconds",
-            "8",
-            "--out",
-            str(out),
-            "--db-per-run",
-            "--pytest",
-            "--gdn-target",
-            "flashinfer=tests.mutants:padded_output_not_zeroed",
-        ]
+        [*argv, "--out", str(out), "--pytest", "--gdn-target", "flashinfer=tests.mutants:padded_output_not_zeroed"]
     )
     assert code == 1  # findings
     assert any((out / "installed-flashinfer-pretranspose-db").rglob("*")), "the run's own example database is empty"
@@ -196,17 +178,8 @@ def hit(case: str, seconds: float | None, before: int | None, detail: str = "sta
 
 def test_the_by_bug_table_gives_the_first_hit_and_the_cases_before_it():
     row = {
-        "installation": "x",
-        "family": "flashinfer-",
+        **ROW,
         "seconds": 60,
-        "killed": False,
-        "exit": 1,
-        "errors": [],
-        "examples": 3,
-        "distinct": 3,
-        "buckets": 1,
-        "environment": {},
-        "targets": {},
         "db_per_run": True,
         "failures": [
             hit(OTHER, 9.0, 40),
@@ -251,28 +224,14 @@ def test_resume_takes_each_logged_key_its_report_did_not_hold_minimal(tmp_path):
 
 
 def fuzz_decode(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "fuzz/test_decode.py",
-            "-q",
-            "-p",
-            "no:warnings",
-            "-p",
-            "no:cacheprovider",
-            "--hypothesis-profile=ci",
-            "-k",
-            "flashinfer-pretranspose",
-            "--gdn-target",
-            "flashinfer=tests.mutants:split_write_ignored",
-            *args,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return pytest_run(
+        "fuzz/test_decode.py",
+        "--hypothesis-profile=ci",
+        "-k",
+        "flashinfer-pretranspose",
+        "--gdn-target",
+        "flashinfer=tests.mutants:split_write_ignored",
+        *args,
     )
 
 

@@ -399,42 +399,18 @@ def test_a_family_asked_for_that_loads_on_neither_side_is_one_line_and_exit_2(tm
     assert not (tmp_path / "out").exists()  # nothing ran
 
 
+def gate_fla(tmp_path, baseline: str, candidate: str) -> int:
+    """gdn-fuzz gate's exit status for the fla family between these two sides."""
+    argv = ["gate", "--baseline", baseline, "--candidate", candidate, "--families", "fla"]
+    return gate.main([*argv, "--out", str(tmp_path / "out")])
+
+
 def test_an_empty_directory_or_the_same_build_on_both_sides_is_one_line_and_exit_2(tmp_path, capsys):
     """An empty --baseline directory used to fall through to the venv's own libraries: a release against itself."""
     (tmp_path / "empty").mkdir()
-    assert (
-        gate.main(
-            [
-                "gate",
-                "--baseline",
-                str(tmp_path / "empty"),
-                "--candidate",
-                sys.executable,
-                "--families",
-                "fla",
-                "--out",
-                str(tmp_path / "out"),
-            ]
-        )
-        == 2
-    )
+    assert gate_fla(tmp_path, str(tmp_path / "empty"), sys.executable) == 2
     assert "holds none of fla (it holds: nothing)" in capsys.readouterr().err
-    assert (
-        gate.main(
-            [
-                "gate",
-                "--baseline",
-                sys.executable,
-                "--candidate",
-                sys.executable,
-                "--families",
-                "fla",
-                "--out",
-                str(tmp_path / "out"),
-            ]
-        )
-        == 2
-    )
+    assert gate_fla(tmp_path, sys.executable, sys.executable) == 2
     err = capsys.readouterr().err
     assert "both sides load the same build (fla " in err and "--allow-same" in err, err
 

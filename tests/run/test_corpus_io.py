@@ -4,47 +4,28 @@ ever replaces an entry (another run's, or a parallel writer's)."""
 
 import json
 import shutil
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from fuzz.run import corpus
+from tests.child_pytest import pytest_run
 
 ROOT = Path(__file__).resolve().parents[2]
 MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"
 STANDIN = "flashinfer=fuzz.standins.flashinfer_cpu"
 
 
-def pytest_run(*args, corpus_dir=None):
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:warnings",
-            "-p",
-            "no:cacheprovider",
-            "--hypothesis-profile=ci",
-            f"--gdn-corpus={corpus_dir or ROOT / 'corpus'}",
-            *args,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def corpus_run(*args, corpus_dir=None):
+    return pytest_run("--hypothesis-profile=ci", f"--gdn-corpus={corpus_dir or ROOT / 'corpus'}", *args, timeout=300)
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """A fuzz run against a mutant, with --gdn-corpus-out."""
     out = tmp_path_factory.mktemp("corpus")
-    run = pytest_run(
+    run = corpus_run(
         "fuzz/test_decode.py", "-k", "flashinfer-pretranspose", "--gdn-target", MUTANT, "--gdn-corpus-out", str(out)
     )
     assert run.returncode == 1, run.stdout
@@ -64,10 +45,10 @@ def test_failing_run_writes_a_minimal_entry_per_distinct_failure(written):
 
 
 def test_entry_replays_as_xfail_and_flips_when_fixed(written):
-    on_mutant = pytest_run("fuzz/test_corpus.py", "--gdn-target", MUTANT, "-rxX", corpus_dir=written)
+    on_mutant = corpus_run("fuzz/test_corpus.py", "--gdn-target", MUTANT, "-rxX", corpus_dir=written)
     n = len(list(written.glob("*.json")))
     assert on_mutant.returncode == 0 and f"{n} xfailed" in on_mutant.stdout, on_mutant.stdout
-    fixed = pytest_run("fuzz/test_corpus.py", "--gdn-target", STANDIN, "-rxX", corpus_dir=written)
+    fixed = corpus_run("fuzz/test_corpus.py", "--gdn-target", STANDIN, "-rxX", corpus_dir=written)
     assert fixed.returncode == 1 and "XPASS(strict)" in fixed.stdout, fixed.stdout
 
 
@@ -101,7 +82,7 @@ def test_malformed_entry_names_file_and_field(tmp_path, change, field):
 
 def test_malformed_entry_stops_the_replay_with_its_name(tmp_path):
     (tmp_path / "broken.json").write_text('{"schema": 1}')
-    run = pytest_run("fuzz/test_corpus.py", corpus_dir=tmp_path)
+    run = corpus_run("fuzz/test_corpus.py", corpus_dir=tmp_path)
     assert run.returncode != 0 and "broken.json: missing field 'case'" in run.stdout + run.stderr
 
 
@@ -132,7 +113,7 @@ def test_a_second_run_with_the_same_finding_adds_entries_beside_the_first(writte
     out = tmp_path / "corpus"
     shutil.copytree(written, out)
     before = {p.name: p.read_bytes() for p in out.glob("*.json")}
-    run = pytest_run(
+    run = corpus_run(
         "fuzz/test_decode.py", "-k", "flashinfer-pretranspose", "--gdn-target", MUTANT, "--gdn-corpus-out", str(out)
     )
     assert run.returncode == 1, run.stdout

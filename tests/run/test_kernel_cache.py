@@ -4,11 +4,10 @@ named in the targets table; a variable the user set is kept; a directory that ca
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from fuzz.run import kernel_cache
+from tests.child_pytest import python_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,23 +33,9 @@ def test_the_default_root_follows_xdg_and_a_set_variable_is_kept(tmp_path, monke
 
 
 def _pytest(*args, env=None):
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "fuzz/test_decode.py",
-            "-p",
-            "no:cacheprovider",
-            "--hypothesis-profile=ci",
-            *args,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**{k: v for k, v in os.environ.items() if k not in kernel_cache.CACHES}, **(env or {})},
-    )
+    clean = {k: v for k, v in os.environ.items() if k not in kernel_cache.CACHES}
+    argv = "-m pytest fuzz/test_decode.py -p no:cacheprovider --hypothesis-profile=ci".split()
+    return python_run(*argv, *args, env={**clean, **(env or {})})
 
 
 def test_a_run_names_its_cache_in_the_targets_table(tmp_path):

@@ -91,24 +91,8 @@ def test_each_xdist_worker_writes_its_own_event_file(tmp_path):
 def test_campaign_progress_survives_q_among_the_pytest_arguments(tmp_path, capsys):
     """The progress lines used to be parsed from pytest -v output: a -q from the user silenced them."""
     out = tmp_path / "campaign"
-    code = campaign.main(
-        [
-            "sglang-recurrent",
-            "--profile",
-            "ci",
-            "--test-seconds",
-            "60",
-            "--masks",
-            "release",
-            "--out",
-            str(out),
-            "--pytest",
-            "-q",
-            "-k",
-            "test_decode",
-            "--gdn-examples=3",
-        ]
-    )
+    argv = "sglang-recurrent --profile ci --test-seconds 60 --masks release".split()
+    code = campaign.main([*argv, "--out", str(out), "--pytest", *"-q -k test_decode --gdn-examples=3".split()])
     printed = capsys.readouterr().out
     assert code == 0, printed
     line = rf"^installed-sglang-recurrent \[1/1 \d:\d\d\] PASSED {re.escape(DECODE)}\[sglang-recurrent\]: 3 examples$"

@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 
 from fuzz.generate.profiles import BUDGETS, CPU_DIMS, CPU_LARGE_BYTES
 from fuzz.generate.strategies import bucket_plan, cases
 from fuzz.run import warm
 from fuzz.targets.registry import TARGETS, overridden
+from tests.draws import first_draws
 
 ROOT = Path(__file__).resolve().parents[2]
 BY_NAME = {t.name: t for t in TARGETS}
@@ -78,14 +79,7 @@ def test_every_planned_case_a_run_draws_has_its_compile_key_warmed(name, op):
     planned = {_core(f) for f in warmed}  # a bucket opened off the plan (one case in open_every) is not warmed
     assert warmed
 
-    @settings(
-        max_examples=300,
-        database=None,
-        deadline=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @first_draws(300)
     @given(case=cases(target, op, PLANNED, target.known_bugs()))
     def drawn(case):
         if case.warm_pool or not case.valid or (case.pool_gap and case.pool > PLANNED.max_pool):

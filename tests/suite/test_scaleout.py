@@ -28,6 +28,7 @@ from fuzz.run.harness import check
 from fuzz.standins.flashinfer_cpu import FlashInferCPU
 from fuzz.suite import plugin
 from fuzz.targets.registry import TARGETS, overridden
+from tests.child_pytest import python_run
 
 ROOT = Path(__file__).resolve().parents[2]
 MUTANT = "flashinfer=tests.mutants:unguarded_pad_slot"  # needs a padded row: never the first (simplest) example
@@ -44,14 +45,7 @@ def coordinate(op, B, T, HV, K, V, pool, state="fp32", extra=""):
 
 
 def run(args, cwd=ROOT, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    return python_run(*args, cwd=cwd, timeout=timeout, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
 # ---- the memory estimate ------------------------------------------------------------------------------------------
@@ -283,26 +277,15 @@ def test_the_gpu_is_chosen_before_cuda_is_asked(gpus, monkeypatch):
 XDIST_TARGETS = "flashinfer-pretranspose-fp32 or flashinfer-bf16 or flashinfer-decode-kmajor or flashinfer-mtp-fp32"
 
 
+def xdist_decode(report_path, *more: str) -> subprocess.CompletedProcess:
+    """fuzz/test_decode.py on the XDIST_TARGETS over two pytest-xdist workers: 3 examples each, not shrunk."""
+    argv = "-m pytest fuzz/test_decode.py -n 2 -v --hypothesis-profile=ci --gdn-examples=3 --gdn-no-shrink".split()
+    return run([*argv, "-k", XDIST_TARGETS, f"--gdn-report={report_path}", *more])
+
+
 def test_xdist_workers_make_one_summary_and_one_report(tmp_path):
     report_path = tmp_path / "run.json"
-    proc = run(
-        [
-            "-m",
-            "pytest",
-            "fuzz/test_decode.py",
-            "-n",
-            "2",
-            "-v",
-            "--hypothesis-profile=ci",
-            "--gdn-examples=3",
-            "--gdn-no-shrink",
-            "-k",
-            XDIST_TARGETS,
-            "--gdn-target",
-            "flashinfer=tests.mutants:output_before_update",
-            f"--gdn-report={report_path}",
-        ]
-    )
+    proc = xdist_decode(report_path, "--gdn-target", "flashinfer=tests.mutants:output_before_update")
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:] + proc.stderr[-3000:]
     ran_on = {test: worker for worker, test in re.findall(r"\[(gw\d)\] \[\s*\d+%\] \w+ (\S+)", out)}
@@ -319,25 +302,8 @@ def test_xdist_workers_make_one_summary_and_one_report(tmp_path):
 
 def test_a_worker_whose_report_is_lost_is_merged_from_its_last_part(tmp_path):
     report_path = tmp_path / "run.json"
-    proc = run(
-        [
-            "-m",
-            "pytest",
-            "fuzz/test_decode.py",
-            "-n",
-            "2",
-            "-v",
-            "--hypothesis-profile=ci",
-            "--gdn-examples=3",
-            "--gdn-no-shrink",
-            "-k",
-            XDIST_TARGETS,
-            f"--gdn-report={report_path}",
-            "-p",
-            "tests.lose_worker_report",
-            "--gdn-target",
-            "flashinfer=fuzz.standins.flashinfer_cpu",
-        ]
+    proc = xdist_decode(
+        report_path, "-p", "tests.lose_worker_report", "--gdn-target", "flashinfer=fuzz.standins.flashinfer_cpu"
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ran_on = {test: worker for worker, test in re.findall(r"\[(gw\d)\] \[\s*\d+%\] \w+ (\S+)", proc.stdout)}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 from fuzz.standins.flashinfer_cpu import FlashInferCPU
+from tests.child_pytest import pytest_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,25 +34,8 @@ two_bugs = TwoBugs()
 
 def fuzz(*args, report: Path, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict, float]:
     began = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "fuzz/test_decode.py",
-            "-q",
-            "-p",
-            "no:warnings",
-            "-p",
-            "no:cacheprovider",
-            "--hypothesis-profile=ci",
-            f"--gdn-report={report}",
-            *args,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    proc = pytest_run(
+        "fuzz/test_decode.py", "--hypothesis-profile=ci", f"--gdn-report={report}", *args, timeout=timeout
     )
     return proc, json.loads(report.read_text()), time.monotonic() - began
 

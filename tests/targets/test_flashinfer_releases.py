@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 
 from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases
@@ -32,6 +32,7 @@ from fuzz.standins.flashinfer_cpu import RELEASE_SIGNATURES, RELEASES, release_a
 from fuzz.targets import api as fapi
 from fuzz.targets import flashinfer, flashinfer_sm100
 from fuzz.targets.semantics import ZERO_STATE, semantics_for
+from tests.draws import first_draws
 
 BY_NAME = {t.name: t for t in flashinfer.TARGETS + flashinfer_sm100.TARGETS}
 CORE = [t.name for t in flashinfer.TARGETS]
@@ -646,14 +647,7 @@ def _placeholders(case: Case) -> SimpleNamespace:
 def _calls_bind(target, op):
     module = target.api()
 
-    @settings(
-        max_examples=5,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @first_draws(5)
     @given(case=cases(target, op, BUDGETS["ci"]))
     def call(case):
         if not case.valid:

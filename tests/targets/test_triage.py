@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 from fuzz.generate.profiles import BUDGETS
@@ -16,6 +16,7 @@ from fuzz.model.known_bugs import BY_ID, KNOWN_BUGS
 from fuzz.model.support import Support
 from fuzz.targets import triage
 from fuzz.targets.registry import TARGETS, overridden
+from tests.draws import first_draws
 
 BY_PATH = {t.path: t for t in TARGETS}
 MASKED = [b for b in KNOWN_BUGS if b.mask and any(p in BY_PATH for p in b.paths)]
@@ -45,21 +46,18 @@ def test_a_case_drawn_under_a_mask_is_never_called_masked(data):
     assert not triage.masks(bug, case), (bug.id, case)
 
 
+# a search through the first 2,000 cases a strategy draws, the same ones every run
+SEARCH = first_draws(2000)
+
+
 def test_the_size1_mask_keeps_lone_single_head_requests_out_and_nothing_else():
     target = BY_PATH["flashinfer.pretranspose.fp32"]
-    search = settings(
-        max_examples=2000,
-        database=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    lone = find(cases(target, "decode", BUDGETS["ci"]), lambda c: c.B == 1 and c.H == 1, settings=search)
+    lone = find(cases(target, "decode", BUDGETS["ci"]), lambda c: c.B == 1 and c.H == 1, settings=SEARCH)
     assert triage.masks(BY_ID["size1-layout"], lone)
     bugs = (BY_ID["size1-layout"],)
     with pytest.raises(Exception, match="No examples"):
-        find(cases(target, "decode", BUDGETS["ci"], bugs=bugs), lambda c: c.B == 1 and c.H == 1, settings=search)
-    find(cases(target, "decode", BUDGETS["ci"], bugs=bugs), lambda c: c.B == 1 and c.H == 2, settings=search)
+        find(cases(target, "decode", BUDGETS["ci"], bugs=bugs), lambda c: c.B == 1 and c.H == 1, settings=SEARCH)
+    find(cases(target, "decode", BUDGETS["ci"], bugs=bugs), lambda c: c.B == 1 and c.H == 2, settings=SEARCH)
 
 
 # Every distinct failure of the H200 campaign of 2026-12-02 (five releases, masks off; docs/h200-results-2026-12-02.md)
@@ -88,19 +86,12 @@ def test_every_campaign_finding_is_explained_by_its_records(finding):
 def test_the_one_token_mask_keeps_lone_decode_requests_out_and_nothing_else():
     """mtp-one-token-dummy-indices: B = 1 at T = 1 is not drawn while it holds; B = 1 at T = 2 still is."""
     target = BY_PATH["flashinfer.mtp.fp32"]
-    search = settings(
-        max_examples=2000,
-        database=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
     bug = BY_ID["mtp-one-token-dummy-indices"]
-    lone = find(cases(target, "decode", BUDGETS["ci"]), lambda c: c.B == 1, settings=search)
+    lone = find(cases(target, "decode", BUDGETS["ci"]), lambda c: c.B == 1, settings=SEARCH)
     assert triage.masks(bug, lone)
     with pytest.raises(Exception, match="No examples"):
-        find(cases(target, "verify", BUDGETS["ci"], bugs=(bug,)), lambda c: c.B == 1 and c.T == 1, settings=search)
-    find(cases(target, "verify", BUDGETS["ci"], bugs=(bug,)), lambda c: c.B == 1 and c.T == 2, settings=search)
+        find(cases(target, "verify", BUDGETS["ci"], bugs=(bug,)), lambda c: c.B == 1 and c.T == 1, settings=SEARCH)
+    find(cases(target, "verify", BUDGETS["ci"], bugs=(bug,)), lambda c: c.B == 1 and c.T == 2, settings=SEARCH)
 
 
 def test_a_finding_no_record_masks_is_new():
