@@ -26,6 +26,12 @@ from fuzz.model.tensors import Tensors
 from fuzz.targets.contract import Contract, contract_for, runs_on
 from fuzz.targets.semantics import Semantics, semantics_for
 
+# Support fields, spread into a dataclasses.replace of a target's base Support:
+# decode and verify with an intermediate buffer (a leading view of a longer one too) and disable_state_update.
+VERIFYING = dict(ops=frozenset({"decode", "verify"}), intermediate=True, sliced_intermediate=True, no_update=True)
+# K-major state [B, HV, K, V] passed as the batch's states: no pool, so no slot maps.
+KV_STATE = dict(layouts=("kv",), pool=False, split_write=False)
+
 
 class Unavailable(Exception):
     """The target cannot run here; the message says why and what would fix it."""

@@ -36,7 +36,7 @@ from fuzz.model.case import Case
 from fuzz.model.support import Support
 from fuzz.model.tensors import Tensors
 from fuzz.targets.api import AdapterError, accepts, keywords, lacks, no_keyword, where
-from fuzz.targets.base import Family, Target, Unavailable, import_or_unavailable, installed_version
+from fuzz.targets.base import KV_STATE, VERIFYING, Family, Target, Unavailable, import_or_unavailable, installed_version
 from fuzz.targets.flashinfer_contract import CONTRACTS, HEAD_128, PREFILL_ARCH, SM90_PLUS
 
 HINT = "pip install 'gdn-fuzz[flashinfer]'"
@@ -239,19 +239,8 @@ class FlashInferTarget(Target):
         """Mapped by the function called (the backend is the target's): several paths share one function."""
         api, function, plan = self.api(), self.needs[0], self.plan()
         fn = getattr(api, function)
-        values = dict(
-            q=t.q,
-            k=t.k,
-            v=t.v,
-            A_log=t.A_log,
-            a=t.a,
-            dt_bias=t.dt_bias,
-            b=t.b,
-            scale=case.scale,
-            output=t.output.view if case.output_given else None,
-            use_qk_l2norm=case.l2norm,
-            backend=self.backend,
-        )
+        values = decode_keywords(case, t, t.output.view if case.output_given else None)
+        values.update(backend=self.backend)
         if function == KMAJOR:  # K-major, no pool: the state is [B, HV, K, V] itself
             values.update(state=t.pool.view)
         elif function == MTP:
@@ -282,6 +271,12 @@ class FlashInferTarget(Target):
                 )
         out, _ = fn(**keywords(fn, values, NEUTRAL, function))
         return out
+
+
+def decode_keywords(case: Case, t: Tensors, output: torch.Tensor | None) -> dict:
+    """q, k, v, the raw gates, scale, output and use_qk_l2norm: the keywords every decode entry point takes alike."""
+    inputs = {name: getattr(t, name) for name in ("q", "k", "v", "A_log", "a", "dt_bias", "b")}
+    return dict(inputs, scale=case.scale, output=output, use_qk_l2norm=case.l2norm)
 
 
 def _identity(case: Case) -> None:
@@ -395,54 +390,31 @@ def _cxx_prefill_missing(version: str) -> str | None:
 
 # Inputs: q, k, v fp16 or bf16 on every release (asserted). The kernels consume them as bf16: by value from 0.7.2
 # (pretranspose fp32), 0.6.18 (MTP, bf16 state); earlier they reinterpret fp16 bits (a bug, not a contract).
-_POOL = Support(
-    ops=frozenset({"decode"}),
-    state_dtypes=("fp32",),
-    input_dtypes=("bf16", "fp16"),
-    head_dims=HEAD_128,
-    split_write=True,
-    strided_pool=True,
-    output_optional=True,
-    arch=SM90_PLUS,
-)
+# FP32: fp32 state, K = V = 128, the base of every FlashInfer target's Support; _POOL: the pool-addressed SM90+ decode.
+FP32 = Support(ops=frozenset({"decode"}), state_dtypes=("fp32",), input_dtypes=("bf16", "fp16"), head_dims=HEAD_128)
+_POOL = dataclasses.replace(FP32, split_write=True, strided_pool=True, output_optional=True, arch=SM90_PLUS)
 TARGETS = (
     FlashInferTarget("flashinfer-pretranspose-fp32", "flashinfer.pretranspose.fp32", _POOL, PRETRANSPOSE),
     FlashInferTarget(
         "flashinfer-bf16",
         "flashinfer.bf16",
-        dataclasses.replace(
-            _POOL,
-            ops=frozenset({"decode", "verify"}),
-            state_dtypes=("bf16",),
-            intermediate=True,
-            no_update=True,
-            exact_rows=True,
-            verify_min_T=2,  # verify T=1 is the decode kernel: no verify flags
-            # a leading view cache[:, :T] of a longer cache is a documented input (0.7.4
-            # _flatten_intermediate_cache_view); 0.7.0 .. 0.7.2.post1 copy a non-contiguous buffer and lose its writes
-            # (a bug to find, not a limit)
-            sliced_intermediate=True,
-        ),
+        # VERIFYING's sliced intermediate: a leading view cache[:, :T] of a longer cache is a documented input (0.7.4
+        # _flatten_intermediate_cache_view); 0.7.0 .. 0.7.2.post1 copy a non-contiguous buffer and lose its writes
+        # (a bug to find, not a limit). verify T=1 is the decode kernel: no verify flags.
+        dataclasses.replace(_POOL, **VERIFYING, state_dtypes=("bf16",), exact_rows=True, verify_min_T=2),
         PRETRANSPOSE,
     ),
     # K-major fp32 decode (V % 32 == 0, K, V >= 128); non-contiguous state is copied and copied back.
     FlashInferTarget(
         "flashinfer-decode-kmajor",
         "flashinfer.decode.kmajor",
-        dataclasses.replace(_POOL, layouts=("kv",), pool=False, split_write=False),
+        dataclasses.replace(_POOL, **KV_STATE),
         KMAJOR,
     ),
     FlashInferTarget(
         "flashinfer-mtp-fp32",
         "flashinfer.mtp.fp32",
-        dataclasses.replace(
-            _POOL,
-            ops=frozenset({"decode", "verify"}),
-            intermediate=True,
-            sliced_intermediate=True,
-            token_slots=True,
-            no_update=True,
-        ),
+        dataclasses.replace(_POOL, **VERIFYING, token_slots=True),
         MTP,
     ),
     # SM90 chunked prefill (delta_rule_sm90.py): one head size D = K = V = 128, fp16/bf16 q/k/v and output alike,
@@ -452,15 +424,10 @@ TARGETS = (
     FlashInferPrefill(
         "flashinfer-prefill-chunk",
         "flashinfer.prefill.chunk",
-        Support(
+        dataclasses.replace(
+            _POOL,
             ops=frozenset({"prefill"}),
-            state_dtypes=("fp32",),
-            input_dtypes=("bf16", "fp16"),
-            head_dims=HEAD_128,
-            split_write=True,
-            strided_pool=True,
             empty_prefill=False,
-            output_optional=True,
             arch=PREFILL_ARCH,
             # The chunk kernel inverts I + beta*tril(K K^T) in fp16: it needs unit-norm keys, so callers with
             # use_qk_l2norm_in_kernel=False pass l2-normalized q, k (FlashInfer's tests do). Raw keys overflow that

@@ -30,9 +30,9 @@ import torch
 from fuzz.model.case import Case
 from fuzz.model.support import Support
 from fuzz.model.tensors import Tensors
-from fuzz.targets.base import Unavailable, import_or_unavailable
-from fuzz.targets.flashinfer import HINT, FlashInferTarget
-from fuzz.targets.flashinfer_contract import CAKE_ARCH, HEAD_128, REPLAYSSM_ARCH
+from fuzz.targets.base import KV_STATE, Unavailable, import_or_unavailable
+from fuzz.targets.flashinfer import FP32, HINT, FlashInferTarget, decode_keywords
+from fuzz.targets.flashinfer_contract import CAKE_ARCH, REPLAYSSM_ARCH
 
 CAKE_CAPABILITIES = ((10, 0), (10, 3), (10, 7))  # jit/cake_gdn.py arch_for_compute_capability
 # ReplaySSM: gdn_decode.py runs it on major 10, or exactly (12, 0)
@@ -139,19 +139,10 @@ class ReplaySSMTarget(FlashInferTarget):
             replayssm_beta=torch.full((P, HV, T), nan, dtype=torch.float32, device=dev),
         )
         out, _ = api.gated_delta_rule_mtp(
-            q=t.q,
-            k=t.k,
-            v=t.v,
+            **decode_keywords(case, t, t.output.view),
             initial_state=t.pool.view,
             initial_state_indices=t.read_slots,
-            A_log=t.A_log,
-            a=t.a,
-            dt_bias=t.dt_bias,
-            b=t.b,
-            scale=case.scale,
-            output=t.output.view,
             disable_state_update=True,
-            use_qk_l2norm=case.l2norm,
             cache_replayssm=True,
             **windows,
         )
@@ -182,17 +173,8 @@ class ReplaySSMTarget(FlashInferTarget):
         return out
 
 
-_CAKE = Support(
-    ops=frozenset({"decode"}),
-    state_dtypes=("bf16",),
-    input_dtypes=("bf16",),
-    index_dtypes=("i32",),
-    head_dims=HEAD_128,
-    split_write=True,
-    strided_pool=True,
-    l2norm_off=False,
-    arch=CAKE_ARCH,
-)
+_BF16 = dict(state_dtypes=("bf16",), input_dtypes=("bf16",), index_dtypes=("i32",))  # the manifest's dtypes
+_CAKE = dataclasses.replace(FP32, **_BF16, split_write=True, strided_pool=True, l2norm_off=False, arch=CAKE_ARCH)
 TARGETS = (
     # bf16 pool: packed inner dims, any slot stride (the shim passes stride(0)); int32 read and write slots.
     CakeTarget(
@@ -212,15 +194,7 @@ TARGETS = (
     CakeTarget(
         "flashinfer-cake-kmajor",
         "flashinfer.cake.kmajor",
-        dataclasses.replace(
-            _CAKE,
-            state_dtypes=("fp32",),
-            layouts=("kv",),
-            pool=False,
-            split_write=False,
-            strided_pool=False,
-            heads=CAKE_KMAJOR_T1_HEADS,
-        ),
+        dataclasses.replace(_CAKE, **KV_STATE, state_dtypes=("fp32",), strided_pool=False, heads=CAKE_KMAJOR_T1_HEADS),
         "gated_delta_rule_decode",
     ),
     # K = V = 128, T >= 3, fp32 checkpoint (contiguous: the commit requires it), fp16/bf16 inputs, int32/int64 verify
@@ -228,15 +202,8 @@ TARGETS = (
     ReplaySSMTarget(
         "flashinfer-replayssm",
         "flashinfer.replayssm",
-        Support(
-            ops=frozenset({"verify"}),
-            state_dtypes=("fp32",),
-            input_dtypes=("bf16", "fp16"),
-            head_dims=HEAD_128,
-            verify_min_T=3,
-            intermediate=True,
-            no_update=True,
-            arch=REPLAYSSM_ARCH,
+        dataclasses.replace(
+            FP32, ops=frozenset({"verify"}), verify_min_T=3, intermediate=True, no_update=True, arch=REPLAYSSM_ARCH
         ),
     ),
 )

@@ -12,7 +12,7 @@ import torch
 from fuzz.model.case import Case
 from fuzz.model.support import Support
 from fuzz.model.tensors import Tensors
-from fuzz.targets.base import Family, Unavailable
+from fuzz.targets.base import VERIFYING, Family, Unavailable
 from fuzz.targets.triton_common import TritonTarget
 
 PACKED = "fused_recurrent_gated_delta_rule_packed_decode"
@@ -97,14 +97,7 @@ class SglangTarget(TritonTarget):
 
 
 _DECODE = Support(ops=frozenset({"decode"}), strided_pool=True)
-_VERIFY = dataclasses.replace(
-    _DECODE,
-    ops=frozenset({"decode", "verify"}),
-    intermediate=True,
-    explicit_rows=True,
-    sliced_intermediate=True,
-    no_update=True,
-)
+_VERIFY = dataclasses.replace(_DECODE, **VERIFYING, explicit_rows=True)
 TARGETS = (
     SglangTarget("sglang-packed", "sglang.packed_decode", _DECODE, PACKED),
     SglangTarget("sglang-sigmoid", "sglang.sigmoid_gating", _VERIFY, SIGMOID),
