@@ -103,6 +103,9 @@ def test_ordinary_cases_are_light_and_every_buffer_counts():
 # process's lifetime maximum would hide the check behind the peak that importing torch already reached).
 MEASURE = """
 import os, sys, threading, time
+from fuzz.model.case import Case
+from fuzz.run.harness import check
+from fuzz.targets.registry import TARGETS, overridden
 overridden({"flashinfer": "fuzz.standins.flashinfer_cpu"}).__enter__()  # for this script's life
 target = next(t for t in TARGETS if t.name == "flashinfer-mtp-fp32")
 case = Case.parse(sys.argv[1])
