@@ -235,14 +235,15 @@ def num_sms() -> int:
 
 @functools.cache
 def _named_sms() -> int:
-    try:
-        name = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+    name = nvidia_smi("--query-gpu=name", "--format=csv,noheader", "-i", "0")
+    if name is None:
         return DEFAULT_SMS
     return next((n for key, n in sorted(SMS.items(), key=lambda kv: -len(kv[0])) if key in name.upper()), DEFAULT_SMS)
+
+
+def nvidia_smi(*args: str, timeout: float = 30) -> str | None:
+    """nvidia-smi's output for these arguments (no CUDA context); None where it is missing, fails or times out."""
+    try:
+        return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=timeout, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
-import subprocess
+
+from fuzz.model.dispatch import nvidia_smi
 
 LIBRARIES = (
     "torch",
@@ -43,16 +44,8 @@ def environment() -> dict:
 
 
 def _driver() -> str | None:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    out = nvidia_smi("--query-gpu=driver_version", "--format=csv,noheader", timeout=10)
+    return out.strip().splitlines()[0] if out and out.strip() else None
 
 
 def markdown_table(env: dict) -> str:

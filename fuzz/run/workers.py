@@ -35,17 +35,10 @@ def _peak(name: str) -> int:
 def visible_gpus() -> list[tuple[str, int]]:
     """(name, free bytes) of each GPU this process may use, from nvidia-smi (no CUDA context here: the workers need
     theirs), else torch."""
-    import subprocess
+    from fuzz.model.dispatch import nvidia_smi
 
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,name,memory.free", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+    out = nvidia_smi("--query-gpu=index,name,memory.free", "--format=csv,noheader,nounits")
+    if out is None:
         import torch
 
         return [
