@@ -29,6 +29,19 @@ _INDEX = (torch.int32, torch.int64)
 RUNS_ON = CPU = "cpu"
 
 
+def default_disable_state_update(disable_state_update: bool | None, stacklevel: int = 3) -> bool:
+    """gated_delta_rule_mtp's disable_state_update: not given (None), 0.7.4 warns (at the caller of the method that
+    calls this, by default) and takes True."""
+    if disable_state_update is None:
+        warnings.warn(
+            "gated_delta_rule_mtp(): disable_state_update defaults to True; "
+            "pass it explicitly (the default changes to False in 0.8.0)",
+            stacklevel=stacklevel,
+        )
+        return True
+    return disable_state_update
+
+
 class FlashInferCPU:
     SOFTPLUS_THRESHOLD = 20.0  # hard-coded by the API (softplus_beta=1, threshold=20)
     L2NORM_EPS = 1e-6  # inside the rsqrt, as in the CuTe kernels
@@ -274,15 +287,19 @@ class FlashInferCPU:
         replayssm_g=None,
         replayssm_beta=None,
     ):
+        windows = (replayssm_rawv, replayssm_rawk, replayssm_g, replayssm_beta)
         if cache_replayssm:
-            raise NotImplementedError("cache_replayssm (ReplaySSM) runs on SM100/SM103/SM120 only")
-        if disable_state_update is None:
-            warnings.warn(
-                "gated_delta_rule_mtp(): disable_state_update defaults to True; "
-                "pass it explicitly (the default changes to False in 0.8.0)",
-                stacklevel=2,
+            return self.replayssm_verify(
+                (q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b),
+                windows,
+                scale=scale,
+                output=output,
+                use_qk_l2norm=use_qk_l2norm,
+                output_state_indices=output_state_indices,
+                mtp_only=(disable_state_update, intermediate_states_buffer, ssm_state_indices),
             )
-            disable_state_update = True
+        self.replayssm_unused(windows)
+        disable_state_update = default_disable_state_update(disable_state_update)
         B, T = q.shape[:2]
         pool, buf = initial_state, intermediate_states_buffer
         assert pool.dtype == torch.float32, f"initial_state must be float32, got {pool.dtype}"
@@ -319,6 +336,14 @@ class FlashInferCPU:
             write_back=self.should_write_back(disable_state_update, ssm_state_indices is not None),
         )
         return out, initial_state
+
+    def replayssm_verify(self, inputs, windows, scale, output, use_qk_l2norm, output_state_indices, mtp_only):
+        """gated_delta_rule_mtp(cache_replayssm=True); `inputs` its first nine arguments, `windows` the replayssm_*
+        buffers, `mtp_only` (disable_state_update, intermediate_states_buffer, ssm_state_indices)."""
+        raise NotImplementedError("cache_replayssm (ReplaySSM) runs on SM100/SM103/SM120 only")
+
+    def replayssm_unused(self, windows) -> None:
+        """The replayssm_* buffers of a gated_delta_rule_mtp call without cache_replayssm: ignored here."""
 
     def gated_delta_rule_decode(
         self, q, k, v, state, A_log, a, dt_bias, b, scale=None, output=None, use_qk_l2norm=True, backend="auto"

@@ -21,11 +21,10 @@ Each behaviour a bug could hide in is one method (cake_slots, cache_window, comm
 from __future__ import annotations
 
 import os
-import warnings
 
 import torch
 
-from fuzz.standins.flashinfer_cpu import RUNS_ON, FlashInferCPU
+from fuzz.standins.flashinfer_cpu import RUNS_ON, FlashInferCPU, default_disable_state_update
 
 _VALIDATE_SLOTS = os.environ.get("FLASHINFER_CAKE_GDN_VALIDATE_SLOTS", "0") == "1"
 
@@ -198,59 +197,18 @@ class FlashInferSM100CPU(FlashInferCPU):
         )
 
     # ---- ReplaySSM --------------------------------------------------------------------------
-    def gated_delta_rule_mtp(
-        self,
-        q,
-        k,
-        v,
-        initial_state,
-        initial_state_indices,
-        A_log,
-        a,
-        dt_bias,
-        b,
-        scale=None,
-        output=None,
-        intermediate_states_buffer=None,
-        ssm_state_indices=None,
-        disable_state_update=None,
-        use_qk_l2norm=True,
-        output_state_indices=None,
-        cache_replayssm=False,
-        replayssm_rawv=None,
-        replayssm_rawk=None,
-        replayssm_g=None,
-        replayssm_beta=None,
-    ):
-        windows = (replayssm_rawv, replayssm_rawk, replayssm_g, replayssm_beta)
-        if not cache_replayssm:
-            if any(w is not None for w in windows):
-                raise ValueError("replayssm_* buffers require cache_replayssm=True")
-            return super().gated_delta_rule_mtp(
-                q,
-                k,
-                v,
-                initial_state,
-                initial_state_indices,
-                A_log,
-                a,
-                dt_bias,
-                b,
-                scale=scale,
-                output=output,
-                intermediate_states_buffer=intermediate_states_buffer,
-                ssm_state_indices=ssm_state_indices,
-                disable_state_update=disable_state_update,
-                use_qk_l2norm=use_qk_l2norm,
-                output_state_indices=output_state_indices,
-            )
-        if disable_state_update is None:
-            warnings.warn(
-                "gated_delta_rule_mtp(): disable_state_update defaults to True; "
-                "pass it explicitly (the default changes to False in 0.8.0)",
-                stacklevel=2,
-            )
-            disable_state_update = True
+    def replayssm_unused(self, windows) -> None:
+        """replayssm_* buffers without cache_replayssm are an error."""
+        if any(w is not None for w in windows):
+            raise ValueError("replayssm_* buffers require cache_replayssm=True")
+
+    def replayssm_verify(self, inputs, windows, scale, output, use_qk_l2norm, output_state_indices, mtp_only):
+        """ReplaySSM verify (the module doc): the MTP output with the checkpoint frozen, each live row's window cached
+        at its read slot."""
+        q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b = inputs
+        disable_state_update, intermediate_states_buffer, ssm_state_indices = mtp_only
+        replayssm_rawv, replayssm_rawk, replayssm_g, replayssm_beta = windows
+        disable_state_update = default_disable_state_update(disable_state_update, stacklevel=4)
         B, T, H, K = q.shape
         HV, V = v.shape[2:]
         P = initial_state.shape[0]
