@@ -219,6 +219,17 @@ class FlashInferCPU:
         assert backend in ("auto", "flashinfer", "cake_gdn", "rubin"), f"unknown backend {backend!r}"
         if T == 1 and (intermediate_states_buffer is not None or disable_state_update):
             raise ValueError("intermediate_states_buffer and disable_state_update are supported only with T > 1")
+        if backend == "cake_gdn":
+            cake = self.cake_decode(
+                (q, k, v, A_log, a, dt_bias, b),
+                initial_state,
+                (initial_state_indices, output_state_indices),
+                scale=scale,
+                output=output,
+                use_qk_l2norm=use_qk_l2norm,
+            )
+            if cake is not None:
+                return cake
         use_pool = initial_state is not None
         assert use_pool == (initial_state_indices is not None), (
             "initial_state and initial_state_indices must be provided together"
@@ -316,26 +327,21 @@ class FlashInferCPU:
             assert ssm_state_indices.shape == (B, T) and ssm_state_indices.dtype == torch.int32, (
                 f"ssm_state_indices must be int32 [B={B}, T={T}]"
             )
+        read, write = initial_state_indices, output_state_indices
+        args = (q, k, v, pool, read, write, A_log, a, dt_bias, b, scale, output, use_qk_l2norm)
         out = self._run(
             "mtp",
-            q,
-            k,
-            v,
-            pool,
-            initial_state_indices,
-            output_state_indices,
-            A_log,
-            a,
-            dt_bias,
-            b,
-            scale,
-            output,
-            use_qk_l2norm,
+            *args,
             buf=buf,
             token_slots=ssm_state_indices,
             write_back=self.should_write_back(disable_state_update, ssm_state_indices is not None),
         )
         return out, initial_state
+
+    def cake_decode(self, inputs, pool, slots, scale, output, use_qk_l2norm):
+        """gated_delta_rule_decode_pretranspose(backend="cake_gdn"): None here, where the default path serves it
+        (FlashInferSM100CPU has the Cake backend)."""
+        return None
 
     def replayssm_verify(self, inputs, windows, scale, output, use_qk_l2norm, output_state_indices, mtp_only):
         """gated_delta_rule_mtp(cache_replayssm=True); `inputs` its first nine arguments, `windows` the replayssm_*

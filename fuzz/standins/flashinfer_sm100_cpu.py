@@ -88,54 +88,15 @@ class FlashInferSM100CPU(FlashInferCPU):
         _require(H > 0 and HV > 0 and HV % H == 0, "unsupported decode head mapping")
         _require(T == 1, "the CPU stand-in models the Cake T=1 rows only (multi-token rows are exact batch sizes)")
 
-    def gated_delta_rule_decode_pretranspose(
-        self,
-        q,
-        k,
-        v,
-        state,
-        A_log,
-        a,
-        dt_bias,
-        b,
-        scale=None,
-        output=None,
-        use_qk_l2norm=True,
-        initial_state=None,
-        initial_state_indices=None,
-        output_state_indices=None,
-        intermediate_states_buffer=None,
-        disable_state_update=False,
-        backend="auto",
-    ):
-        if backend != "cake_gdn":
-            return super().gated_delta_rule_decode_pretranspose(
-                q,
-                k,
-                v,
-                state,
-                A_log,
-                a,
-                dt_bias,
-                b,
-                scale=scale,
-                output=output,
-                use_qk_l2norm=use_qk_l2norm,
-                initial_state=initial_state,
-                initial_state_indices=initial_state_indices,
-                output_state_indices=output_state_indices,
-                intermediate_states_buffer=intermediate_states_buffer,
-                disable_state_update=disable_state_update,
-                backend=backend,
-            )
-        T = q.shape[1]
-        if T == 1 and (intermediate_states_buffer is not None or disable_state_update):
-            raise ValueError("intermediate_states_buffer and disable_state_update are supported only with T > 1")
+    def cake_decode(self, inputs, pool, slots, scale, output, use_qk_l2norm):
+        """gated_delta_rule_decode_pretranspose(backend="cake_gdn") (the module doc): `inputs` (q, k, v, A_log, a,
+        dt_bias, b), `pool` its initial_state, `slots` (initial_state_indices, output_state_indices)."""
+        q, k, v, A_log, a, dt_bias, b = inputs
+        initial_state_indices, output_state_indices = slots
         _require(
-            initial_state is not None and initial_state_indices is not None,
+            pool is not None and initial_state_indices is not None,
             "GDN non-CP pretranspose decode requires an indexed state pool",
         )
-        pool = initial_state
         self._cake_inputs(q, k, v, a, b, A_log, dt_bias, use_qk_l2norm)
         _require(pool.dtype in (torch.bfloat16, torch.float32), "GDN non-CP decode requires BF16 or FP32 state")
         V, K = pool.shape[2:]
@@ -182,18 +143,7 @@ class FlashInferSM100CPU(FlashInferCPU):
             )
             backend = "flashinfer"  # same recurrence, in place on the K-major state
         return super().gated_delta_rule_decode(
-            q,
-            k,
-            v,
-            state,
-            A_log,
-            a,
-            dt_bias,
-            b,
-            scale=scale,
-            output=output,
-            use_qk_l2norm=use_qk_l2norm,
-            backend=backend,
+            q, k, v, state, A_log, a, dt_bias, b, scale, output, use_qk_l2norm, backend
         )
 
     # ---- ReplaySSM --------------------------------------------------------------------------
@@ -266,23 +216,9 @@ class FlashInferSM100CPU(FlashInferCPU):
         for name, x in named.items():
             if x is not None and x.data_ptr() % 16:
                 raise ValueError(f"{name} must have a 16-byte aligned base address")
-        out = self._run(
-            "mtp",
-            q,
-            k,
-            v,
-            initial_state,
-            initial_state_indices,
-            output_state_indices,
-            A_log,
-            a,
-            dt_bias,
-            b,
-            scale,
-            output,
-            use_qk_l2norm,
-            write_back=False,
-        )
+        read, write = initial_state_indices, output_state_indices
+        args = (q, k, v, initial_state, read, write, A_log, a, dt_bias, b, scale, output, use_qk_l2norm)
+        out = self._run("mtp", *args, write_back=False)
         kb, vb, ab, bb = (self.to_bf16(x) for x in (k, v, a, b))
         log_g = -torch.exp(A_log.float()) * self.softplus(ab.float() + dt_bias.float())  # [B, T, HV]
         beta = torch.sigmoid(bb.float())
