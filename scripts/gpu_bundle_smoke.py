@@ -58,6 +58,19 @@ def ref(q, k, v, g, beta, S, l2=True):
     return torch.stack(outs, 1), torch.stack(states, 1)
 
 
+def reference(q, k, v, A_log, a, dt_bias, b, S):
+    """ref() with the gates of the raw inputs (the call's own arguments): o, states per step."""
+    g, beta = gates(A_log, a, dt_bias, b)
+    return ref(q, k, v, g, beta, S)
+
+
+def errors(*pairs, nan_in=None):
+    """'<label> err <largest absolute difference>' for each (label, got, want), then whether `nan_in` (if given)
+    holds a NaN, joined by ', '."""
+    parts = [f"{label} err {(got.double() - want).abs().max().item():.2e}" for label, got, want in pairs]
+    return ", ".join(parts + ([] if nan_in is None else [f"nan {bool(torch.isnan(nan_in).any())}"]))
+
+
 def inputs(T_, big_gate=False, B=B):
     bf = torch.bfloat16
     q = torch.randn(B, T_, H, K, device=dev, dtype=bf)
@@ -106,12 +119,8 @@ def pretranspose_t1():
     S0 = torch.randn(B, HV, V, K, device=dev) * 0.1
     S = S0.clone()
     o, _ = f(q, k, v, S, A_log, a, dt_bias, b, use_qk_l2norm=True)
-    g, beta = gates(A_log, a, dt_bias, b)
-    ro, rs = ref(q, k, v, g, beta, S0)
-    return (
-        f"out err {(o.double() - ro).abs().max().item():.2e}, "
-        f"state err {(S.double() - rs[:, -1]).abs().max().item():.2e}"
-    )
+    ro, rs = reference(q, k, v, A_log, a, dt_bias, b, S0)
+    return errors(("out", o, ro), ("state", S, rs[:, -1]))
 
 
 def mtp_fp32(S_extra=2, big_gate=False, B=B):
@@ -137,14 +146,9 @@ def mtp_fp32(S_extra=2, big_gate=False, B=B):
         disable_state_update=False,
         use_qk_l2norm=True,
     )
-    g, beta = gates(A_log, a, dt_bias, b)
-    ro, rs = ref(q, k, v, g, beta, P0[idx.long()])
-    return (
-        f"out err {(o.double() - ro).abs().max().item():.2e}, "
-        f"final state err {(P[idx.long()].double() - rs[:, -1]).abs().max().item():.2e}, "
-        f"intermediate[:, :T] err {(buf[:, :T].double() - rs).abs().max().item():.2e}, "
-        f"nan {bool(torch.isnan(o).any())}"
-    )
+    ro, rs = reference(q, k, v, A_log, a, dt_bias, b, P0[idx.long()])
+    final = ("final state", P[idx.long()], rs[:, -1])
+    return errors(("out", o, ro), final, ("intermediate[:, :T]", buf[:, :T], rs), nan_in=o)
 
 
 def mtp_bf16_pool(S_extra=0, big_gate=False):
@@ -171,13 +175,8 @@ def mtp_bf16_pool(S_extra=0, big_gate=False):
         use_qk_l2norm_in_kernel=True,
         scale=scale,
     )
-    g, beta = gates(A_log, a, dt_bias, b)
-    ro, rs = ref(q, k, v, g, beta, P0[idx.long()])
-    return (
-        f"out err {(o.double() - ro).abs().max().item():.2e}, "
-        f"intermediate[:, :T] err {(buf[:, :T].double() - rs).abs().max().item():.2e}, "
-        f"nan {bool(torch.isnan(o).any())}"
-    )
+    ro, rs = reference(q, k, v, A_log, a, dt_bias, b, P0[idx.long()])
+    return errors(("out", o, ro), ("intermediate[:, :T]", buf[:, :T], rs), nan_in=o)
 
 
 def prefill():

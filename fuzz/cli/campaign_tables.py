@@ -126,15 +126,9 @@ class RunRow:
 
     @classmethod
     def from_json(cls, d: dict) -> RunRow:
+        plain = ("installation", "family", "seconds", "exit", "killed", "examples", "distinct", "buckets")
         return cls(
-            d["installation"],
-            d["family"],
-            d["seconds"],
-            d["exit"],
-            d["killed"],
-            d["examples"],
-            d["distinct"],
-            d["buckets"],
+            *(d[name] for name in plain),
             tuple(map(FailureRow.from_json, d["failures"])),
             tuple(map(FailedTest.from_json, d["errors"])),
             d["environment"],

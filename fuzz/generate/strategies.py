@@ -65,6 +65,16 @@ class Bucket:
     writes: str = "same"  # "same" (write where read), "split" (write_slots), "token" (a slot per token)
     capacity: int = 0  # a strided pool's capacity where the case fits it; 0: drawn per case
 
+    @property
+    def dims(self) -> dict[str, int]:
+        """Its head counts and head sizes, as Case fields."""
+        return {name: getattr(self, name) for name in ("H", "HV", "K", "V")}
+
+    @property
+    def dtypes(self) -> dict[str, str]:
+        """Its state, input and index dtypes and its state layout, as Case fields."""
+        return {name: getattr(self, name) for name in ("state_dtype", "input_dtype", "index_dtype", "layout")}
+
 
 WRITES = ("same", "split", "token")
 
@@ -162,10 +172,7 @@ def large_case(op: str, bucket: Bucket, gap: int, past: int, budget: Budget) -> 
     rows = B + 3 if bucket.buffer else 0
     return Case(
         op=op,
-        H=bucket.H,
-        HV=bucket.HV,
-        K=bucket.K,
-        V=bucket.V,
+        **bucket.dims,
         T=T,
         pool=first + spare,
         read_slots=tuple(range(first, first + B)),
@@ -175,10 +182,7 @@ def large_case(op: str, bucket: Bucket, gap: int, past: int, budget: Budget) -> 
         inter_rows=rows,
         inter_steps=T + 2 if rows else 0,
         inter_spare_steps=2 if rows else 0,
-        state_dtype=bucket.state_dtype,
-        input_dtype=bucket.input_dtype,
-        index_dtype=bucket.index_dtype,
-        layout=bucket.layout,
+        **bucket.dtypes,
         update=bucket.update,
     )
 
@@ -283,10 +287,7 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
         inter_steps=inter_steps,
         inter_spare_steps=inter_spare,
         inter_index=inter_index,
-        state_dtype=bucket.state_dtype,
-        input_dtype=bucket.input_dtype,
-        index_dtype=bucket.index_dtype,
-        layout=bucket.layout,
+        **bucket.dtypes,
         gate=draw(st.sampled_from(sup.gate_regimes)),
         scale=draw(st.sampled_from(budget.scales)),
         l2norm=bucket.l2norm,

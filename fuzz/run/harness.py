@@ -72,6 +72,27 @@ class _Check:
                 torch.cuda.synchronize()  # charge asynchronous kernel time to the phase that launched it
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
+    def result(
+        self,
+        target: Target,
+        case: Case,
+        failure: Failure | None,
+        unjudged: str | None = None,
+        unavailable: str | None = None,
+    ) -> CheckResult:
+        """The check's CheckResult: what it found, with its comparisons, phase times and coverage events."""
+        return CheckResult(
+            target.name,
+            case,
+            dispatch_bucket(target, case),
+            failure,
+            tuple(self.compared),
+            self.phases,
+            tuple(self.events),
+            unjudged,
+            unavailable,
+        )
+
 
 def check(target: Target, case: Case, device: str, on_phase=None) -> CheckResult:
     """Run the case on the target and judge it. on_phase(name), if given, is told each PHASES entry as it begins."""
@@ -88,17 +109,7 @@ def check(target: Target, case: Case, device: str, on_phase=None) -> CheckResult
             unjudged = f"out of memory: {normalized(str(error))}"
             if str(device).startswith("cuda"):
                 torch.cuda.empty_cache()
-    return CheckResult(
-        target.name,
-        case,
-        dispatch_bucket(target, case),
-        failure,
-        tuple(run.compared),
-        run.phases,
-        tuple(run.events),
-        unjudged,
-        unavailable,
-    )
+    return run.result(target, case, failure, unjudged, unavailable)
 
 
 def _notes(error: GdnFailure) -> tuple[str, ...]:

@@ -68,7 +68,7 @@ from fuzz.model.case import DTYPE_NAMES
 from fuzz.model.guarded import GUARD_SLOTS, Guarded
 from fuzz.model.patterns import bits
 from fuzz.model.tensors import Tensors
-from fuzz.run.harness import _Check, _notes, dispatch_bucket, failure_bucket, library_error
+from fuzz.run.harness import _Check, _notes, failure_bucket, library_error
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.worker import DEFAULT_TIMEOUT, Worker, current_overrides
 from fuzz.targets.base import Target
@@ -175,18 +175,11 @@ class ServingRun:
     the end, so what an example draws never depends on what was checked (the time box, a failure an earlier round
     reported): Hypothesis requires the same choices to draw the same way every time."""
 
-    def __init__(
-        self,
-        target: Target,
-        device: str,
-        test: Accounts | None = None,
-        start: Guarded | None = None,
-        alone: Alone | None = None,
-    ):
+    def __init__(self, target: Target, device: str, test: Accounts | None = None, alone: Alone | None = None):
         self.target, self.device, self.test = target, device, test
         self.sem = target.semantics()
         self.fresh: bool | None = None  # whether the library was reset (None: no call ran yet)
-        self.pool = start  # the allocation (None until the first call builds it)
+        self.pool: Guarded | None = None  # the allocation (None until the first call builds it)
         self.held: list[_Held] = []
         self.steps: list[Step] = []
         self.alone = alone or Alone(target, device)
@@ -286,15 +279,7 @@ class ServingRun:
             _remember(self.pool)
         except GdnFailure as error:
             failure = Failure.from_exception(error, failure_bucket(target, case), _notes(error))
-        return CheckResult(
-            target.name,
-            case,
-            dispatch_bucket(target, case),
-            failure,
-            tuple(run.compared),
-            run.phases,
-            tuple(run.events),
-        ), stage
+        return run.result(target, case, failure), stage
 
     def _tensors(self, step: Step) -> Tensors:
         case = step.case
@@ -462,8 +447,10 @@ class Alone:
 
     def __call__(self, step: Step, pool: Guarded | None) -> tuple[bool, str]:
         if self.target.family.override is not None:
-            start = None if pool is None else _allocate(pool, pool.view.shape[0], _gap(pool), 0, pool.kept)
-            result, _ = ServingRun(self.target, self.device, start=start, alone=self).execute(step)
+            run = ServingRun(self.target, self.device, alone=self)
+            if pool is not None:  # a copy of the pool the call had
+                run.pool = _allocate(pool, pool.view.shape[0], _gap(pool), 0, pool.kept)
+            result, _ = run.execute(step)
             return result.failure is None, "alone (a fresh copy of the override module, the same pool)"
         coordinate = repr(step.case)
         if coordinate not in self._worker_results:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import faulthandler
+import functools
 import multiprocessing
 import os
 import re
@@ -160,13 +161,11 @@ class Worker:
             self.stop(graceful=False)
             raise
         bucket = failure_bucket(target, case)
+        crashed = functools.partial(_crashed, target, case, bucket)  # a KernelCrash / KernelHang's result
         if reply is _TIMEOUT:
             self.stats.hangs += 1
             tail = self._dump_stacks_and_kill()
-            return _crashed(
-                target,
-                case,
-                bucket,
+            return crashed(
                 KernelHang(
                     case,
                     f"{name} did not return within {self.timeout:g} s; worker killed",
@@ -178,10 +177,7 @@ class Worker:
             self.stats.crashes += 1
             status, phase = self._exit_status(), _stage(self._stage.value)
             self.stop(graceful=False)
-            return _crashed(
-                target,
-                case,
-                bucket,
+            return crashed(
                 KernelCrash(
                     case,
                     f"{name} killed the worker process {in_phase(phase)} ({status})",
@@ -194,10 +190,7 @@ class Worker:
         if kind == "error" and poisoned(payload):  # a CUDA error of the kernel, surfaced outside the call
             self.stats.crashes += 1
             self.stop(graceful=False)
-            return _crashed(
-                target,
-                case,
-                bucket,
+            return crashed(
                 KernelCrash(
                     case,
                     f"{name}: the CUDA context was poisoned during the check (raised outside the library call, "

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from fuzz.generate.materialize import materialize
 from fuzz.generate.profiles import BUDGETS
-from fuzz.generate.serving import STEPS, Step, alternatives, variations
+from fuzz.generate.serving import COMPILE_ARGS, STEPS, Step, alternatives, variations
 from fuzz.judge.failures import OutputAliased, StaleCompile, StateLeak
 from fuzz.model.case import Case
 from fuzz.run import serving
@@ -51,18 +51,7 @@ BF16, MTP = "flashinfer-bf16", "flashinfer-mtp-fp32"
 # needs a verify with an intermediate buffer (a quarter of the calls), or a variation that changes one argument alone,
 # within MANY, which is what the correct stand-in gets too.
 CI, FEW, MANY = BUDGETS["ci"], 12, 100
-# What a kernel's compile cache could key on, beside the shapes (the Case fields a variation changes one at a time).
-CACHE_KEYED = (
-    "input_dtype",
-    "index_dtype",
-    "inter_rows",
-    "inter_steps",
-    "inter_spare_steps",
-    "pool",
-    "pool_gap",
-    "output_given",
-    "update",
-)
+CACHE_KEYED = COMPILE_ARGS  # what a kernel's compile cache could key on, beside the shapes
 
 
 def serve(target_name: str, examples: int, steps: int = 5, base=QUIET, budget=BUDGET, **box):
