@@ -623,25 +623,9 @@ def _placeholders(case: Case) -> SimpleNamespace:
     one = torch.zeros(1, 1)
     index = lambda xs: None if xs is None else torch.tensor(xs, dtype=torch.int32)
     view = SimpleNamespace(view=one)
-    return SimpleNamespace(
-        q=one,
-        k=one,
-        v=one,
-        A_log=one,
-        a=one,
-        dt_bias=one,
-        b=one,
-        g=one,
-        beta=one,
-        read_slots=index(case.read_slots),
-        write_slots=index(case.write_slots),
-        token_slots=index(case.token_slots),
-        inter_index=index(case.inter_index),
-        cu_seqlens=one,
-        pool=view,
-        inter=view if case.inter_rows else None,
-        output=view,
-    )
+    inputs = dict.fromkeys(("q", "k", "v", "A_log", "a", "dt_bias", "b", "g", "beta", "cu_seqlens"), one)
+    slots = {name: index(getattr(case, name)) for name in ("read_slots", "write_slots", "token_slots", "inter_index")}
+    return SimpleNamespace(**inputs, **slots, pool=view, inter=view if case.inter_rows else None, output=view)
 
 
 def _calls_bind(target, op):
