@@ -106,7 +106,8 @@ import os, sys, threading, time
 from fuzz.model.case import Case
 from fuzz.run.harness import check
 from fuzz.targets.registry import TARGETS, overridden
-overridden({"flashinfer": "fuzz.standins.flashinfer_cpu"}).__enter__()  # for this script's life
+held = overridden({"flashinfer": "fuzz.standins.flashinfer_cpu"})  # kept referenced: a collected one is undone
+held.__enter__()  # for this script's life
 target = next(t for t in TARGETS if t.name == "flashinfer-mtp-fp32")
 case = Case.parse(sys.argv[1])
 page = os.sysconf("SC_PAGE_SIZE")
@@ -119,7 +120,7 @@ def sample():
         peak.append(rss())
         time.sleep(0.001)
 before = peak[0]
-sampler = threading.Thread(target=sample)
+sampler = threading.Thread(target=sample, daemon=True)  # a failing check still ends the script
 sampler.start()
 assert check(target, case, "cpu").failure is None
 done.set()
