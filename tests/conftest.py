@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fuzz.generate.profiles import register_profiles
-from fuzz.targets.registry import FAMILIES, flashinfer, overridden
+from fuzz.targets.registry import current_overrides, flashinfer, overridden
 
 # The gdn-fuzz Hypothesis profiles (--hypothesis-profile=ci is ours, not Hypothesis's own "ci"), registered before
 # pytest loads the profile, whether or not this run also collects the fuzz suites (whose conftest registers them).
@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(items):
 def override():
     """override(spec): point the flashinfer family at a module (module.path[:attr]) for one test; whatever overrides
     were set before come back afterwards."""
-    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+    before = current_overrides()
     with ExitStack() as restore:
         yield lambda spec: restore.enter_context(overridden({**before, "flashinfer": spec}))
 

@@ -112,7 +112,7 @@ SANITIZED = ("KernelCrash", "GuardBreach")  # failure kinds whose cause is a mem
 
 def sanitize_records(target, records, device: str) -> None:
     """Re-run each shrunk KernelCrash / GuardBreach under memcheck and attach the report to its failure."""
-    from fuzz.run.worker import current_overrides
+    from fuzz.targets.registry import current_overrides
 
     for record in records:
         if record.failure.kind in SANITIZED:

@@ -70,7 +70,7 @@ from fuzz.model.patterns import bits
 from fuzz.model.tensors import Tensors
 from fuzz.run.harness import _Check, _notes, failure_bucket, library_error
 from fuzz.run.result import CheckResult, Failure
-from fuzz.run.worker import DEFAULT_TIMEOUT, Worker, current_overrides
+from fuzz.run.worker import DEFAULT_TIMEOUT, Worker
 from fuzz.targets.base import Target
 
 CROSS_CALL = ("carried", "aliased")  # stages whose failures need earlier calls by definition
@@ -459,6 +459,8 @@ class Alone:
 
     def _in_fresh_process(self, step: Step) -> bool:
         with tempfile.TemporaryDirectory(prefix="gdn-alone-") as tmp:
+            from fuzz.targets.registry import current_overrides
+
             worker = Worker(current_overrides(), self.device, self.timeout or DEFAULT_TIMEOUT)
             worker.env.update(
                 FLASHINFER_WORKSPACE_BASE=os.path.join(tmp, "flashinfer"), TRITON_CACHE_DIR=os.path.join(tmp, "triton")

@@ -238,8 +238,8 @@ class Progress:
 def run_units(units: list[Unit], device: str, jobs: int, timeout: float) -> Progress:
     """Check every unit's cases in `jobs` isolated workers at once, a unit's cases in one worker (a compile key is
     compiled once), the largest units first."""
-    from fuzz.run.worker import Worker, current_overrides
-    from fuzz.targets.registry import TARGETS
+    from fuzz.run.worker import Worker
+    from fuzz.targets.registry import TARGETS, current_overrides
 
     by_name = {t.name: t for t in TARGETS}
     queue = sorted(units, key=lambda u: -len(u.cases))

@@ -404,6 +404,8 @@ def attributed(target, failure: Failure, device: str, timeout: float) -> Failure
 def _first_crash(device: str, timeout: float, checks: list) -> tuple[int, str | None] | None:
     """(which check, its phase) of the first KernelCrash when the (target, case) `checks` run in order in a fresh
     worker with CUDA_LAUNCH_BLOCKING=1; None when none crashes. Not the cached worker: its history is the question."""
+    from fuzz.targets.registry import current_overrides
+
     fresh = Worker(current_overrides(), device, timeout, BLOCKING)
     try:
         for i, (target, case) in enumerate(checks):
@@ -477,12 +479,6 @@ def _probe(device: str) -> str | None:
 
 
 # ---- a session's workers -------------------------------------------------------------------------------------------
-def current_overrides() -> dict[str, str]:
-    from fuzz.targets.registry import FAMILIES
-
-    return {name: f.override for name, f in sorted(FAMILIES.items()) if f.override}
-
-
 class WorkerPool:
     """The isolated workers of one session (fuzz.suite.session holds one), one per (family overrides, device): each
     starts at its first call and restarts only after a crash. All are closed at exit, before multiprocessing's own exit
@@ -494,6 +490,8 @@ class WorkerPool:
 
     def worker_for(self, device: str, timeout: float | None = None) -> Worker:
         """The worker for the current family overrides and this device."""
+        from fuzz.targets.registry import current_overrides
+
         overrides = current_overrides()
         key = (tuple(overrides.items()), device)
         worker = self._workers.get(key)

@@ -28,6 +28,11 @@ def parse_overrides(specs: list[str] | tuple[str, ...], option: str = "--gdn-tar
     return overrides
 
 
+def current_overrides() -> dict[str, str]:
+    """The families pointed at another module now: family -> module.path[:attr]."""
+    return {name: f.override for name, f in sorted(FAMILIES.items()) if f.override}
+
+
 @contextmanager
 def overridden(overrides: dict[str, str]):
     """For the with block, point families at override modules ('flashinfer' -> 'my.module') and the others at the real

@@ -29,7 +29,7 @@ from fuzz.run.report import FailureRecord
 from fuzz.run.result import CrashAttribution, Failure
 from fuzz.suite import session as fuzz_session
 from fuzz.suite.rounds import TestRun
-from fuzz.targets.registry import FAMILIES, TARGETS, overridden
+from fuzz.targets.registry import TARGETS, current_overrides, overridden
 
 BY_NAME = {t.name: t for t in TARGETS}
 PRETRANSPOSE, MTP = BY_NAME["flashinfer-pretranspose-fp32"], BY_NAME["flashinfer-mtp-fp32"]
@@ -58,7 +58,7 @@ def notes(error) -> str:
 @pytest.fixture(scope="module")
 def isolated():
     """The session-cached CPU worker for the crashing stand-in (the parent process imports it too)."""
-    before = {name: f.override for name, f in FAMILIES.items() if f.override}
+    before = current_overrides()
     with overridden({**before, "flashinfer": "tests.crashing_standin"}):
         w = POOL.worker_for("cpu", TIMEOUT)
         yield w
