@@ -1,5 +1,20 @@
 """One differential check: Case -> tensors -> expected values (oracle and model) -> target -> verdict -> CheckResult.
 
+`Check` is one check of one Case on one target, as named stages, each timed under its PHASES entry:
+  tensors   materialize the case (or time a driver's own builder: a pool carried from an earlier call);
+  expected  the oracle's values for what the call reads;
+  call      the library call (Case.warm_pool's warm-up call first); an error the library raises becomes a finding
+            (library_error: RejectedValidInput, or UnsupportedHere for "not on this device");
+  verdict   the standard judgement (fuzz.judge.verdict.judge) of outputs, states, guards and untouched slots;
+  result    the CheckResult: comparisons, phase times, coverage events, the failure.
+A driver composes them inside the stage runner `with check.judging():`, the one place where a GdnFailure a stage
+raises becomes the result's Failure value (typed with the failure bucket and the library's traceback); the next
+stage never runs. `check` below is the single-call driver: the stages in order. fuzz.run.serving's ServingRun is a
+driver of sequences on one pool: it builds each call's tensors on its carried pool and adds its own checks (the pool
+record before the call; aliasing, footprint and the returned output after it) in `check.phase("verdict")` before
+the standard verdict. A sequence of several calls per case (verify, commit, decode) does the same per call: its own
+tensors, its own invariants raised as GdnFailure between call and verdict, one CheckResult per call.
+
 `check` returns what happened; it raises only when the harness itself breaks (a bug of ours, never a finding). An
 error by which the library says it does not support this device (fuzz.targets.unsupported) is no finding either: the
 result then says the target is unavailable, with the library's reason."""
@@ -8,22 +23,24 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 
 from fuzz.generate.materialize import materialize
 from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidInput, normalized
-from fuzz.judge.oracle import expected
+from fuzz.judge.oracle import Expected, expected
 from fuzz.judge.verdict import judge
 from fuzz.model.case import Case
+from fuzz.model.tensors import Tensors
 from fuzz.run.memory import exclusive_if_heavy
 from fuzz.run.result import CheckResult, Failure
 from fuzz.targets.api import AdapterError
 from fuzz.targets.base import Target
 from fuzz.targets.unsupported import UnsupportedHere, unsupported_here
 
-PHASES = ("tensors", "oracle", "warm-up call", "kernel call", "verdict")  # what check() tells its on_phase hook
+PHASES = ("tensors", "oracle", "warm-up call", "kernel call", "verdict")  # what a Check tells its on_phase hook
 
 
 def dispatch_bucket(target: Target, case: Case) -> str:
@@ -45,14 +62,28 @@ def failure_bucket(target: Target, case: Case) -> str:
     return f"{target.name}:{case.op}" + (f":{variant}" if variant else "")
 
 
-class _Check:
-    """The mutable state of one check while it runs: phase times, coverage events, comparisons."""
+class Check:
+    """One check of `case` on `target` while it runs: its stages, and what they gathered (phase times, coverage
+    events, comparisons, the failure). on_phase(name), if given, is told each PHASES entry as it begins."""
 
-    def __init__(self, device: str, on_phase=None):
-        self.device, self.on_phase = device, on_phase
-        self.phases: dict[str, float] = {}
-        self.events: list[str] = []
-        self.compared: list = []
+    def __init__(self, target: Target, case: Case, device: str, on_phase: Callable[[str], None] | None = None):
+        self.target, self.case, self.device, self.on_phase = target, case, device, on_phase
+        self.sem = target.semantics()
+        self.phases: dict[str, float] = {}  # seconds per phase: tensors, oracle, kernel, verdict
+        self.events: list[str] = []  # coverage labels
+        self.compared: list = []  # the verdict's comparisons
+        self.failure: Failure | None = None  # set by the stage runner
+
+    # ---- the stage runner and its timing ---------------------------------------------------------------------------
+    @contextmanager
+    def judging(self) -> Iterator[None]:
+        """Run stages: a GdnFailure raised in the block ends it and becomes `failure`, the one conversion of a raised
+        failure into a value (fuzz.run.result says the way out). Anything else propagates."""
+        try:
+            yield
+        except GdnFailure as error:
+            bucket = failure_bucket(self.target, self.case)
+            self.failure = Failure.from_exception(error, bucket, _notes(error))
 
     def reached(self, phase: str) -> None:
         """Tell the caller the PHASES entry the check enters: a crash that takes the process down leaves no result
@@ -61,8 +92,9 @@ class _Check:
             self.on_phase(phase)
 
     @contextmanager
-    def phase(self, name: str, reached: str | None = None):
-        """Time phase `name`; it begins PHASES entry `reached` (default: its name)."""
+    def phase(self, name: str, reached: str | None = None) -> Iterator[None]:
+        """Time phase `name` (added to its earlier time, so a driver's own checks join the phase they belong to);
+        it begins PHASES entry `reached` (default: its name)."""
         self.reached(reached or name)
         start = time.perf_counter()
         try:
@@ -72,44 +104,68 @@ class _Check:
                 torch.cuda.synchronize()  # charge asynchronous kernel time to the phase that launched it
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
-    def result(
-        self,
-        target: Target,
-        case: Case,
-        failure: Failure | None,
-        unjudged: str | None = None,
-        unavailable: str | None = None,
-    ) -> CheckResult:
+    # ---- the stages ------------------------------------------------------------------------------------------------
+    def tensors(self, build: Callable[[], Tensors] | None = None) -> Tensors:
+        """The case's tensors: `build()` where the driver supplies them (a pool carried between calls), else the
+        case materialized as it is alone."""
+        with self.phase("tensors"):
+            if build is not None:
+                return build()
+            return materialize(self.case, self.device, offset_bits=self.target.offset_bits())
+
+    def expected(self, t: Tensors) -> Expected:
+        """The oracle's values (exact and the target's precision model) for what the call reads in `t`."""
+        with self.phase("oracle"):
+            return expected(self.case, t, self.sem)
+
+    def call(self, t: Tensors) -> torch.Tensor:
+        """The library call on a valid case (after Case.warm_pool's unjudged warm-up call), writing the pool and
+        intermediate buffers in place: its output. An error the library raises is the finding (library_error); our
+        adapter's defect (AdapterError) or the device's memory propagate as they are."""
+        case = self.case
+        try:
+            with self.phase("kernel", "warm-up call"):
+                if case.warm_pool:  # on a larger pool: same slots, so every index stays in range
+                    warm = case.replace(pool=case.pool + case.warm_pool, warm_pool=0)
+                    self.target.call(warm, materialize(warm, self.device, offset_bits=self.target.offset_bits()))
+                self.reached("kernel call")
+                return self.target.call(case, t)
+        except (AdapterError, torch.OutOfMemoryError):
+            raise  # our adapter's defect, or the device's memory: never a finding
+        except Exception as e:  # the library's own error text is the finding
+            raise library_error(case, e) from e
+
+    def call_invalid(self, t: Tensors) -> None:
+        """The call stage of a case outside the contract (not Case.valid): the library must raise, any clean error."""
+        case = self.case
+        try:
+            with self.phase("kernel", "kernel call"):
+                self.target.call(case, t)
+        except Exception as e:  # noqa: BLE001 - any clean error is a rejection
+            self.events.append(f"rejected invalid input: {type(e).__name__}")
+            return
+        raise AcceptedInvalidInput(
+            case, f"HV={case.HV} is not a multiple of H={case.H}, yet it ran", cause="HV not a multiple of H accepted"
+        )
+
+    def verdict(self, t: Tensors, got: torch.Tensor, want: Expected) -> None:
+        """The standard verdict on the call: raises the first failure, keeps every comparison."""
+        with self.phase("verdict"):
+            judge(self.case, self.target.path, self.sem, t, got, want, self.compared)
+
+    def result(self, unjudged: str | None = None, unavailable: str | None = None) -> CheckResult:
         """The check's CheckResult: what it found, with its comparisons, phase times and coverage events."""
         return CheckResult(
-            target.name,
-            case,
-            dispatch_bucket(target, case),
-            failure,
+            self.target.name,
+            self.case,
+            dispatch_bucket(self.target, self.case),
+            self.failure,
             tuple(self.compared),
             self.phases,
             tuple(self.events),
             unjudged,
             unavailable,
         )
-
-
-def check(target: Target, case: Case, device: str, on_phase=None) -> CheckResult:
-    """Run the case on the target and judge it. on_phase(name), if given, is told each PHASES entry as it begins."""
-    run = _Check(device, on_phase)
-    failure = unjudged = unavailable = None
-    with exclusive_if_heavy(case, device, target.offset_bits()):  # one memory-heavy check at a time per device
-        try:
-            _differential(target, case, run)
-        except GdnFailure as error:
-            failure = Failure.from_exception(error, failure_bucket(target, case), _notes(error))
-        except UnsupportedHere as error:  # the library's word on the device: no verdict, the target is unavailable
-            unavailable = str(error)
-        except torch.OutOfMemoryError as error:  # the device's limit, not the kernel's: never a finding
-            unjudged = f"out of memory: {normalized(str(error))}"
-            if str(device).startswith("cuda"):
-                torch.cuda.empty_cache()
-    return run.result(target, case, failure, unjudged, unavailable)
 
 
 def _notes(error: GdnFailure) -> tuple[str, ...]:
@@ -119,36 +175,36 @@ def _notes(error: GdnFailure) -> tuple[str, ...]:
     return ("raised by the library:\n" + "".join(traceback.format_exception(cause)).rstrip(),)
 
 
-def _differential(target: Target, case: Case, run: _Check) -> None:
-    sem = target.semantics()
-    with run.phase("tensors"):
-        t = materialize(case, run.device, offset_bits=target.offset_bits())
+def check(target: Target, case: Case, device: str, on_phase=None) -> CheckResult:
+    """Run the case on the target and judge it. on_phase(name), if given, is told each PHASES entry as it begins."""
+    run = Check(target, case, device, on_phase)
+    unjudged = unavailable = None
+    with exclusive_if_heavy(case, device, target.offset_bits()):  # one memory-heavy check at a time per device
+        try:
+            with run.judging():
+                _differential(run)
+        except UnsupportedHere as error:  # the library's word on the device: no verdict, the target is unavailable
+            unavailable = str(error)
+        except torch.OutOfMemoryError as error:  # the device's limit, not the kernel's: never a finding
+            unjudged = f"out of memory: {normalized(str(error))}"
+            if str(device).startswith("cuda"):
+                torch.cuda.empty_cache()
+    return run.result(unjudged, unavailable)
+
+
+def _differential(run: Check) -> None:
+    """The single call's stages, with its coverage events."""
+    case, sem = run.case, run.sem
+    t = run.tensors()
     run.events.append(f"contract: {sem.pad.read}/{sem.pad.write}, padded rows {'yes' if any(case.padded) else 'no'}")
     run.events.append(f"gate regime: {case.gate}")
     if not case.valid:
-        try:
-            with run.phase("kernel", "kernel call"):
-                target.call(case, t)
-        except Exception as e:  # noqa: BLE001 - any clean error is a rejection
-            run.events.append(f"rejected invalid input: {type(e).__name__}")
-            return
-        raise AcceptedInvalidInput(
-            case, f"HV={case.HV} is not a multiple of H={case.H}, yet it ran", cause="HV not a multiple of H accepted"
-        )
-    run.events.append(f"bucket: {dispatch_bucket(target, case)}")
-    with run.phase("oracle"):
-        want = expected(case, t, sem)
-    try:
-        with run.phase("kernel", "warm-up call"):
-            _warm_up(target, case, run.device)
-            run.reached("kernel call")
-            got = target.call(case, t)
-    except (AdapterError, torch.OutOfMemoryError):
-        raise  # our adapter's defect, or the device's memory: never a finding
-    except Exception as e:  # the library's own error text is the finding
-        raise library_error(case, e) from e
-    with run.phase("verdict"):
-        judge(case, target.path, sem, t, got, want, run.compared)
+        run.call_invalid(t)
+        return
+    run.events.append(f"bucket: {dispatch_bucket(run.target, case)}")
+    want = run.expected(t)
+    got = run.call(t)
+    run.verdict(t, got, want)
 
 
 def library_error(case: Case, error: Exception) -> Exception:
@@ -156,13 +212,6 @@ def library_error(case: Case, error: Exception) -> Exception:
     supported (fuzz.targets.unsupported), else RejectedValidInput (a finding)."""
     why = unsupported_here(error)
     return UnsupportedHere(why) if why else RejectedValidInput.raised(case, error)
-
-
-def _warm_up(target: Target, case: Case, device: str) -> None:
-    """Case.warm_pool: an unjudged first call on a larger pool (same slots, so every index stays in range)."""
-    if case.warm_pool:
-        warm = case.replace(pool=case.pool + case.warm_pool, warm_pool=0)
-        target.call(warm, materialize(warm, device, offset_bits=target.offset_bits()))
 
 
 def verify(target: Target, case: Case, device: str) -> CheckResult:

@@ -53,7 +53,6 @@ from hypothesis.errors import InvalidArgument
 from fuzz.generate.materialize import materialize
 from fuzz.generate.serving import Step, compile_changes
 from fuzz.judge.failures import (
-    GdnFailure,
     GuardBreach,
     OutputAliased,
     OutputMismatch,
@@ -62,13 +61,11 @@ from fuzz.judge.failures import (
     StateLeak,
     normalized,
 )
-from fuzz.judge.oracle import expected
-from fuzz.judge.verdict import judge
 from fuzz.model.case import DTYPE_NAMES
 from fuzz.model.guarded import GUARD_SLOTS, Guarded
 from fuzz.model.patterns import bits
 from fuzz.model.tensors import Tensors
-from fuzz.run.harness import _Check, _notes, failure_bucket, library_error
+from fuzz.run.harness import Check
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.worker import DEFAULT_TIMEOUT, Worker
 from fuzz.targets.base import Target
@@ -177,7 +174,6 @@ class ServingRun:
 
     def __init__(self, target: Target, device: str, test: Accounts | None = None, alone: Alone | None = None):
         self.target, self.device, self.test = target, device, test
-        self.sem = target.semantics()
         self.fresh: bool | None = None  # whether the library was reset (None: no call ran yet)
         self.pool: Guarded | None = None  # the allocation (None until the first call builds it)
         self.held: list[_Held] = []
@@ -245,41 +241,42 @@ class ServingRun:
 
     # ---- one call, judged ----------------------------------------------------------------------------------------
     def execute(self, step: Step) -> tuple[CheckResult, str]:
-        run, stage, failure = _Check(self.device), "carried", None
-        case, target = step.case, self.target
+        """The call's check (fuzz.run.harness.Check) on the carried pool, and the stage it ended in (CROSS_CALL, or
+        "call", "footprint", "verdict")."""
+        case, stage = step.case, "carried"
+        run = Check(self.target, case, self.device)
         if self.fresh is None:
-            self.fresh = fresh_library(target)
-        try:
-            if self.pool is not None and (slots := _changed(self.pool)):
-                raise StateLeak(
-                    case,
-                    f"before call {len(self.steps)}, pool slot {slots[0]} no longer holds what the "
-                    "calls before it left there",
-                    cause="pool slot changed between calls",
-                )
-            with run.phase("tensors"):
-                t = self._tensors(step)
+            self.fresh = fresh_library(self.target)
+        with run.judging():
+            self._check_carried(case)
+            t = run.tensors(lambda: self._tensors(step))
             run.events.append(
                 f"serving pool: {'reallocated' if step.realloc else 'view'}, "
                 f"output {'given' if case.output_given else 'None'}"
             )
-            with run.phase("oracle"):
-                want = expected(case, t, self.sem)
+            want = run.expected(t)
             stage = "call"
-            got = self._call(case, t, run)
+            got = run.call(t)  # output=None where Case.output_given is False; UnsupportedHere ends the sequence
             stage = "aliased"
             with run.phase("verdict"):
                 self._check_aliasing(case, t, got)
                 stage = "footprint"
-                self._check_footprint(case)
+                self._check_footprint(case, run.sem)
                 stage = "verdict"
                 self._check_returned(case, t, got)
-                judge(case, target.path, self.sem, t, got, want, run.compared)
+            run.verdict(t, got, want)
             self._hold(got)
             _remember(self.pool)
-        except GdnFailure as error:
-            failure = Failure.from_exception(error, failure_bucket(target, case), _notes(error))
-        return run.result(target, case, failure), stage
+        return run.result(), stage
+
+    def _check_carried(self, case) -> None:
+        if self.pool is not None and (slots := _changed(self.pool)):
+            raise StateLeak(
+                case,
+                f"before call {len(self.steps)}, pool slot {slots[0]} no longer holds what the "
+                "calls before it left there",
+                cause="pool slot changed between calls",
+            )
 
     def _tensors(self, step: Step) -> Tensors:
         case = step.case
@@ -290,13 +287,6 @@ class ServingRun:
         if step.realloc or case.pool > self.pool.view.shape[0] or case.pool_gap != _gap(self.pool):
             self.pool = _allocate(self.pool, case.pool, case.pool_gap, case.seed, self.pool.kept)
         return materialize(case, self.device, pool=_window(self.pool, case.pool))
-
-    def _call(self, case, t: Tensors, run: _Check):
-        try:
-            with run.phase("kernel"):
-                return self.target.call(case, t)  # Case.output_given False: the adapter passes output=None
-        except Exception as e:  # the library's own error text is the finding
-            raise library_error(case, e) from e  # UnsupportedHere (this device) ends the sequence, unjudged
 
     def _check_aliasing(self, case, t: Tensors, got) -> None:
         n = len(self.steps)
@@ -327,13 +317,13 @@ class ServingRun:
                     cause="an earlier call's output changed",
                 )
 
-    def _check_footprint(self, case) -> None:
+    def _check_footprint(self, case, sem) -> None:
         pool, n = self.pool, len(self.steps)
         if (where := pool.outside_changed()) is not None:
             raise GuardBreach(
                 case, f"pool written outside its allocation at index {where}", cause="pool written outside the buffer"
             )
-        touched = _footprint(case, self.sem)
+        touched = _footprint(case, sem)
         for slot in _changed(pool):
             if slot in touched:
                 continue
