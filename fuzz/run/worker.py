@@ -37,7 +37,6 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import faulthandler
-import functools
 import multiprocessing
 import os
 import re
@@ -49,7 +48,7 @@ import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from fuzz.judge.failures import KernelCrash, KernelHang, normalized
+from fuzz.judge.failures import GdnFailure, KernelCrash, KernelHang, normalized
 from fuzz.model.case import Case
 from fuzz.run import kernel_cache
 from fuzz.run.harness import PHASES, dispatch_bucket, failure_bucket
@@ -144,6 +143,19 @@ class Worker:
     def check(self, target, case: Case) -> CheckResult:
         """`fuzz.run.harness.check(target, case, device)` in the child: its CheckResult, or one holding a
         KernelCrash / KernelHang."""
+        call, reply = self._round_trip(target, case)
+        if reply is _TIMEOUT:
+            return call.result(self._hung(call))
+        if reply is _DIED:
+            return call.result(self._died(call))
+        kind, payload, ended, probe = reply
+        if kind == "error":
+            return call.result(self._raised(call, payload, ended))
+        return self._answered(call, payload, ended, probe)
+
+    def _round_trip(self, target, case: Case) -> tuple[_Call, object]:
+        """Send the check to the child (started first where none is alive) and take its reply: ("ok" | "error",
+        payload, the phase it ended in, the health probe's error), or _DIED / _TIMEOUT."""
         name = _registered(target)
         if not self.alive:
             self.start()  # first call, or the last child crashed / hung / was discarded
@@ -151,86 +163,82 @@ class Worker:
         if self._workspace and time.monotonic() - self._published > PUBLISH_SECONDS:
             self._publish()
         previous, self._last = self._last, (name, case)
-        sent = time.perf_counter()
+        call = _Call(target, case, name, previous, time.perf_counter())
         try:
             self._conn.send(("check", name, case))
-            reply = self._receive(self.timeout)
+            return call, self._receive(self.timeout)
         except OSError:  # the pipe broke under the send: the child died
-            reply = _DIED
+            return call, _DIED
         except BaseException:  # interrupted while a reply is pending: never reuse this child
             self.stop(graceful=False)
             raise
-        bucket = failure_bucket(target, case)
-        crashed = functools.partial(_crashed, target, case, bucket)  # a KernelCrash / KernelHang's result
-        if reply is _TIMEOUT:
-            self.stats.hangs += 1
-            tail = self._dump_stacks_and_kill()
-            return crashed(
-                KernelHang(
-                    case,
-                    f"{name} did not return within {self.timeout:g} s; worker killed",
-                    cause="no return within the timeout",
-                ),
-                f"its stacks at the timeout (stderr):\n{tail}",
-            )
-        if reply is _DIED:
-            self.stats.crashes += 1
-            status, phase = self._exit_status(), _stage(self._stage.value)
-            self.stop(graceful=False)
-            return crashed(
-                KernelCrash(
-                    case,
-                    f"{name} killed the worker process {in_phase(phase)} ({status})",
-                    cause=f"worker died {in_phase(phase)} ({normalized(status)})",
-                ),
-                f"its last stderr lines:\n{self._tail()}",
-                _seen(name, previous, phase),
-            )
-        kind, payload, ended, probe = reply
-        if kind == "error" and poisoned(payload):  # a CUDA error of the kernel, surfaced outside the call
-            self.stats.crashes += 1
-            self.stop(graceful=False)
-            return crashed(
-                KernelCrash(
-                    case,
-                    f"{name}: the CUDA context was poisoned during the check (raised outside the library call, "
-                    f"{in_phase(ended)}: the kernel's error surfaced at a later CUDA call); worker discarded",
-                    cause=f"CUDA context poisoned (surfaced outside the call, {in_phase(ended)})",
-                ),
-                f"the worker's traceback:\n{payload}",
-                _seen(name, previous, ended),
-            )
-        if kind == "error":
-            raise WorkerError(f"{case!r}: the harness raised in the worker: {payload}")
-        result: CheckResult = payload
+
+    def _hung(self, call: _Call) -> Failure:
+        self.stats.hangs += 1
+        tail = self._dump_stacks_and_kill()
+        return call.failure(
+            KernelHang,
+            f"{call.name} did not return within {self.timeout:g} s; worker killed",
+            "no return within the timeout",
+            f"its stacks at the timeout (stderr):\n{tail}",
+        )
+
+    def _died(self, call: _Call) -> Failure:
+        self.stats.crashes += 1
+        status, phase = self._exit_status(), _stage(self._stage.value)
+        self.stop(graceful=False)
+        return call.failure(
+            KernelCrash,
+            f"{call.name} killed the worker process {in_phase(phase)} ({status})",
+            f"worker died {in_phase(phase)} ({normalized(status)})",
+            f"its last stderr lines:\n{self._tail()}",
+            call.seen(phase),
+        )
+
+    def _raised(self, call: _Call, payload: str, ended: str | None) -> Failure:
+        """The harness raised in the child: a CUDA error of the kernel that surfaced outside the call (a
+        KernelCrash), else a WorkerError (ours, never a finding)."""
+        if not poisoned(payload):
+            raise WorkerError(f"{call.case!r}: the harness raised in the worker: {payload}")
+        self.stats.crashes += 1
+        self.stop(graceful=False)
+        return call.failure(
+            KernelCrash,
+            f"{call.name}: the CUDA context was poisoned during the check (raised outside the library call, "
+            f"{in_phase(ended)}: the kernel's error surfaced at a later CUDA call); worker discarded",
+            f"CUDA context poisoned (surfaced outside the call, {in_phase(ended)})",
+            f"the worker's traceback:\n{payload}",
+            call.seen(ended),
+        )
+
+    def _answered(self, call: _Call, result: CheckResult, ended: str | None, probe: str | None) -> CheckResult:
+        """The child's CheckResult, with the round trip's time beyond its phases; a KernelCrash instead of its
+        failure where the library's call raised a CUDA error or the health probe found the context gone."""
         now = time.perf_counter()
         if self._began is not None:  # this child's first answer: its start-up plus its first example
             self.stats.first_seconds.append(now - self._began)
             self._began = None
         # the round trip beyond the child's phases: pickling, the pipe, the post-call health probe
         result = dataclasses.replace(
-            result, phases={**result.phases, "ipc": max(now - sent - sum(result.phases.values()), 0.0)}
+            result, phases={**result.phases, "ipc": max(now - call.sent - sum(result.phases.values()), 0.0)}
         )
         failure = result.failure
         raised = failure is not None and poisoned(failure.detail)  # the library's own call raised the CUDA error
-        if probe or raised:
-            self.stats.crashes += 1
-            self.stop(graceful=False)
-            phase = ended if raised else "health probe"
-            what = f"{failure.kind}: {failure.detail}" if failure else "the check passed"
-            crash = KernelCrash(
-                case,
-                f"{name} poisoned the CUDA context {in_phase(phase)} ({what}"
-                f"{f'; health probe: {probe}' if probe else ''}); worker discarded",
-                cause=f"CUDA context poisoned {in_phase(phase)}{f' ({failure.cause})' if failure else ''}",
-            )
-            return dataclasses.replace(
-                result,
-                failure=Failure.from_exception(
-                    crash, bucket, (f"its last stderr lines:\n{self._tail()}",), _seen(name, previous, phase)
-                ),
-            )
-        return result
+        if not (probe or raised):
+            return result
+        self.stats.crashes += 1
+        self.stop(graceful=False)
+        phase = ended if raised else "health probe"
+        what = f"{failure.kind}: {failure.detail}" if failure else "the check passed"
+        crash = call.failure(
+            KernelCrash,
+            f"{call.name} poisoned the CUDA context {in_phase(phase)} ({what}"
+            f"{f'; health probe: {probe}' if probe else ''}); worker discarded",
+            f"CUDA context poisoned {in_phase(phase)}{f' ({failure.cause})' if failure else ''}",
+            f"its last stderr lines:\n{self._tail()}",
+            call.seen(phase),
+        )
+        return dataclasses.replace(result, failure=crash)
 
     # ---- the process --------------------------------------------------------------------------
     def ensure_started(self) -> None:
@@ -357,23 +365,36 @@ def _registered(target) -> str:
     return name
 
 
-def _crashed(target, case: Case, bucket: str, error, note: str, seen: CrashAttribution | None = None) -> CheckResult:
-    return CheckResult(
-        target.name, case, dispatch_bucket(target, case), Failure.from_exception(error, bucket, (note,), seen)
-    )
+@dataclass(frozen=True)
+class _Call:
+    """One check sent to the child: what a crash or a hang in it is reported with."""
+
+    target: object
+    case: Case
+    name: str  # the target's registry name
+    previous: tuple[str, Case] | None  # (target name, case) the same child checked just before (None: its first)
+    sent: float  # perf_counter when it was sent
+
+    def seen(self, phase: str | None) -> CrashAttribution:
+        """What the crashing worker knows: the phase, and the case its child checked just before (with that case's
+        target when it is another one: a worker serves every target of its device)."""
+        if self.previous is None:
+            return CrashAttribution(phase)
+        before, case = self.previous
+        return CrashAttribution(phase, case, None if before == self.name else before)
+
+    def failure(
+        self, kind: type[GdnFailure], detail: str, cause: str, note: str, seen: CrashAttribution | None = None
+    ) -> Failure:
+        """A failure the worker itself finds (the child gave no verdict): built as the value, never raised."""
+        return Failure(kind.__name__, self.case, detail, cause, failure_bucket(self.target, self.case), (note,), seen)
+
+    def result(self, failure: Failure) -> CheckResult:
+        return CheckResult(self.target.name, self.case, dispatch_bucket(self.target, self.case), failure)
 
 
 def _stage(index: int) -> str | None:
     return STAGES[index] if index >= 0 else None
-
-
-def _seen(name: str, previous: tuple[str, Case] | None, phase: str | None) -> CrashAttribution:
-    """What the crashing worker knows: the phase, and the case its child checked just before (with that case's
-    target when it is another one: a worker serves every target of its device)."""
-    if previous is None:
-        return CrashAttribution(phase)
-    before, case = previous
-    return CrashAttribution(phase, case, None if before == name else before)
 
 
 # ---- attribution --------------------------------------------------------------------------------
