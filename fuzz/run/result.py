@@ -1,6 +1,13 @@
 """The result of one differential check, as one typed value: what ran, what was compared, what broke, and where the
 time went. `fuzz.run.harness.check` returns it, an isolated worker ships it back as it is (it pickles), and the
-session, the report, the corpus writer and the gate read it; nothing travels through module globals or messages."""
+session, the report, the corpus writer and the gate read it; nothing travels through module globals or messages.
+
+A failure's way out, one conversion at each end:
+  1. a stage raises a GdnFailure (fuzz.judge: the verdict, or a driver's own check);
+  2. the stage runner (fuzz.run.harness.Check.judging) makes it the CheckResult's Failure value
+     (`Failure.from_exception`); an isolated worker builds its KernelCrash / KernelHang as the value directly;
+  3. a test that fails Hypothesis raises `Failure.exception()`: a keyed GdnFailure whose `.failure` is that same value;
+  4. the run takes the values back out of what Hypothesis raised (`failures_in`), never rebuilding them."""
 
 from __future__ import annotations
 
@@ -90,7 +97,8 @@ class Failure:
         return f"{self.case!r}: {self.detail}"
 
     def exception(self) -> GdnFailure:
-        """The typed exception to raise (its class is keyed, so Hypothesis shrinks each key on its own)."""
+        """The typed exception to raise (its class is keyed, so Hypothesis shrinks each key on its own); it carries
+        this value as `.failure`, which `failures_in` reads back."""
         error = keyed(KINDS[self.kind], self.key.to_json())(self.case, self.detail, self.cause)
         for note in self.notes:
             error.add_note(note)
@@ -101,6 +109,7 @@ class Failure:
     def from_exception(
         cls, error: GdnFailure, bucket: str, notes: tuple[str, ...] = (), attribution: CrashAttribution | None = None
     ) -> Failure:
+        """The value of a raised failure: the stage runner's conversion (fuzz.run.harness.Check.judging)."""
         kind = next(k for k in type(error).__mro__ if k.__name__ in KINDS).__name__
         return cls(kind, error.case, error.detail, error.cause, bucket, notes, attribution)
 
@@ -138,8 +147,8 @@ class CheckResult:
 
 
 def failures_in(error: BaseException) -> list[Failure]:
-    """The Failure records inside an exception: a raised failure, or a (nested) exception group of them, as
-    Hypothesis reports several distinct failures. Other exceptions are not findings."""
+    """The Failure values inside an exception: those `Failure.exception()` raised carry, alone or in a (nested)
+    exception group, as Hypothesis reports several distinct failures. Other exceptions are not findings."""
     if isinstance(error, BaseExceptionGroup):
         return [f for e in error.exceptions for f in failures_in(e)]
     failure = getattr(error, "failure", None)
