@@ -4,16 +4,17 @@
   tensors   materialize the case (or time a driver's own builder: a pool carried from an earlier call);
   expected  the oracle's values for what the call reads;
   call      the library call (Case.warm_pool's warm-up call first); an error the library raises becomes a finding
-            (library_error: RejectedValidInput, or UnsupportedHere for "not on this device");
+            (library_error: RejectedValidInput, or UnsupportedHere for "not on this device"); `call_invalid` for a
+            case outside the contract, which the library must reject;
   verdict   the standard judgement (fuzz.judge.verdict.judge) of outputs, states, guards and untouched slots;
   result    the CheckResult: comparisons, phase times, coverage events, the failure.
 A driver composes them inside the stage runner `with check.judging():`, the one place where a GdnFailure a stage
-raises becomes the result's Failure value (typed with the failure bucket and the library's traceback); the next
-stage never runs. `check` below is the single-call driver: the stages in order. fuzz.run.serving's ServingRun is a
+raises becomes the result's Failure value (typed with the failure bucket and the library's traceback); the stages
+after it never run. `check` below is the single-call driver: the stages in order. fuzz.run.serving's ServingRun is a
 driver of sequences on one pool: it builds each call's tensors on its carried pool and adds its own checks (the pool
 record before the call; aliasing, footprint and the returned output after it) in `check.phase("verdict")` before
-the standard verdict. A sequence of several calls per case (verify, commit, decode) does the same per call: its own
-tensors, its own invariants raised as GdnFailure between call and verdict, one CheckResult per call.
+the standard verdict. A chain of calls on one pool (verify, commit, decode) does the same per call: the carried pool
+as its tensors, its own invariants raised as GdnFailure between call and verdict, one CheckResult per call.
 
 `check` returns what happened; it raises only when the harness itself breaks (a bug of ours, never a finding). An
 error by which the library says it does not support this device (fuzz.targets.unsupported) is no finding either: the
