@@ -306,9 +306,6 @@ class RunReport:
         self.failures.append(record)
 
     # ---- reading ---------------------------------------------------------------------------------------------
-    def failures_of(self, test: str) -> list[FailureRecord]:
-        return [f for f in self.failures if f.test == test]
-
     def examples_of(self, target: str) -> dict[str, int]:
         """Examples checked per operation of `target`, by operation name."""
         return {op: self.examples[(target, op)] for op in sorted(op for name, op in self.examples if name == target)}
