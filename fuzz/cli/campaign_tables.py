@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 from fuzz.model.case import Case
 from fuzz.run.failure_key import FailureKey
-from fuzz.run.report import FailedTest
+from fuzz.run.report import FailedTest, TargetRow
 from fuzz.run.result import CrashAttribution
 from fuzz.targets import triage
 
@@ -121,7 +121,7 @@ class RunRow:
     failures: tuple[FailureRow, ...]
     errors: tuple[FailedTest, ...]
     environment: Mapping = field(default_factory=dict, hash=False)
-    targets: Mapping = field(default_factory=dict, hash=False)  # name -> the report's target summary
+    targets: Mapping[str, TargetRow] = field(default_factory=dict, hash=False)  # the report's target summaries
     db_per_run: bool | None = None  # None: a summary written before runs said
 
     @classmethod
@@ -132,7 +132,7 @@ class RunRow:
             tuple(map(FailureRow.from_json, d["failures"])),
             tuple(map(FailedTest.from_json, d["errors"])),
             d["environment"],
-            d["targets"],
+            {name: TargetRow.from_json(t) for name, t in d["targets"].items()},
             d.get("db_per_run"),
         )
 
@@ -142,7 +142,7 @@ class RunRow:
         return self.exit not in (0, 1) or not self.examples
 
     def version(self, target: str) -> str | None:
-        return self.targets.get(target, {}).get("version")
+        return row.version if (row := self.targets.get(target)) else None
 
 
 def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
@@ -172,16 +172,15 @@ def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
             "",
         ]
         for name, t in sorted(r.targets.items()):
-            if t["unavailable"]:
-                lines.append(f"- {name}: UNAVAILABLE: {t['unavailable']}")
+            if t.unavailable:
+                lines.append(f"- {name}: UNAVAILABLE: {t.unavailable}")
             else:
                 runs = ", ".join(
-                    f"{op} {n} ({_share(t['distinct'].get(op, n), r.distinct, minutes)})"
-                    for op, n in t["examples"].items()
+                    f"{op} {n} ({_share(t.distinct.get(op, n), r.distinct, minutes)})" for op, n in t.examples.items()
                 )
                 lines.append(
-                    f"- {name} {t['version'] or ''}: {runs or 'no examples'}"
-                    + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.get("ops_off", {}).items())
+                    f"- {name} {t.version or ''}: {runs or 'no examples'}"
+                    + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.ops_off.items())
                 )
         lines += [
             "",
