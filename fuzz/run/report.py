@@ -112,7 +112,7 @@ class FailureRecord:
     target: str
     failure: Failure
     first_hit_seconds: float  # from the start of its test
-    examples_before: int  # examples the test checked before the first hit
+    examples_before: int | None  # examples the test checked before the first hit (None: a summary row without it)
     hits: int = 1
     minimal: bool = False  # shrunk (False: the first case seen, e.g. when the shrink was cut off)
     reproduced_on_rerun: bool | None = None  # the minimal case checked again at the end (None: not re-run);
@@ -143,27 +143,32 @@ class FailureRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> FailureRecord:
-        crash = d.get("attribution")  # absent in reports written before crashes were attributed
+        """A report's record, or a campaign summary's row of one (fuzz.cli.campaign_tables.FailureRow). What one
+        written before it lacks: no attribution (before crashes were attributed), no earlier calls (before sequences
+        were kept); a summary row without its key, cause, bucket, notes or count of the examples before it: the key's
+        cause and bucket, else its detail as the cause and no bucket, no notes, no count."""
+        crash = d.get("attribution")
+        key = FailureKey.from_json(d["key"]) if d.get("key") else None
         failure = Failure(
             d["kind"],
             Case.parse(d["case"]),
             d["detail"],
-            d["cause"],
-            d["bucket"],
-            tuple(d["notes"]),
+            d.get("cause", key.cause if key else d["detail"]),
+            d.get("bucket", key.bucket if key else ""),
+            tuple(d.get("notes", ())),
             CrashAttribution.from_json(crash) if crash else None,
             tuple(Case.parse(c) for c in d.get("before", ())),
-        )  # absent before sequences were kept
+        )
         return cls(
             d["test"],
             d["target"],
             failure,
             d["first_hit_seconds"],
-            d["examples_before"],
+            d.get("examples_before"),
             d["hits"],
             d["minimal"],
-            d["reproduced_on_rerun"],
-            d["corpus"],
+            d.get("reproduced_on_rerun"),
+            d.get("corpus"),
         )
 
 
@@ -242,6 +247,11 @@ class LoggedFailure:
     @property
     def kind(self) -> str:
         return self.key.kind
+
+    @property
+    def failure(self) -> Failure:
+        """The failure as far as the line holds it: its key's kind, cause and bucket, its case and first line."""
+        return Failure(self.kind, self.case, self.detail, self.key.cause, self.key.bucket)
 
     def to_json(self) -> dict:
         return {
