@@ -64,7 +64,7 @@ def rows(report: RunReport) -> list[Row]:
     table = []
     for cell, seen in sorted(ratios.items(), key=lambda kv: tuple(vars(kv[0]).values())):
         worst, case = max(seen)
-        version = report.targets.get(cell.target, {}).get("version")
+        version = row.version if (row := report.targets.get(cell.target)) else None
         table.append(
             Row(
                 cell,

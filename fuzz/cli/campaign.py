@@ -121,7 +121,7 @@ def job_result(job: Job, seconds: float, exit: int, killed: bool, db_per_run: bo
         "examples": len(records),
         "distinct": len({(r.target, r.case) for r in records}),
         "buckets": len({r.bucket for r in records}),
-        "targets": {n: data.target_summary(n) for n in data.targets if n.startswith(job.family)},
+        "targets": {n: data.target_summary(n).to_json() for n in data.targets if n.startswith(job.family)},
     }
 
 

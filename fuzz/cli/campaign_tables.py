@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from fuzz.model.case import Case
-from fuzz.run.failure_key import FailureKey
-from fuzz.run.report import FailedTest
-from fuzz.run.result import CrashAttribution
+from fuzz.run.report import FailedTest, FailureRecord, LoggedFailure, TargetRow
+from fuzz.run.result import Failure
 from fuzz.targets import triage
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # reports written before failures dropped the DSL's colour codes
@@ -59,50 +58,48 @@ class Settings:
 
 @dataclass(frozen=True)
 class FailureRow:
-    """One distinct failure of a run, as the campaign's summary.json holds it: a report's failure record
-    (fuzz.run.report.FailureRecord.to_json), or the smallest logged case of a failure whose shrink was cut off
-    (fuzz.cli.campaign.unfinished: no test, first hit or hits)."""
+    """One distinct failure of a run, as the campaign's summary.json holds it: a report's failure record, or
+    (`record` None) the smallest logged case of a failure whose shrink was cut off (fuzz.cli.campaign.unfinished: the
+    live log's line, with no test, first hit or hits)."""
 
     target: str
-    kind: str
-    case: Case
-    detail: str
-    minimal: bool
-    first_hit_seconds: float | None  # None: cut off (the live log's)
-    hits: int | None
-    test: str | None = None
-    key: FailureKey | None = None  # None: a summary written before failures carried their key
-    examples_before: int | None = None  # None: cut off, or a summary written before reports counted them
-    attribution: CrashAttribution | None = None  # a KernelCrash's: which call crashed
-    before: tuple[Case, ...] = ()  # the earlier calls of a serving failure (older summaries: none)
+    failure: Failure
+    record: FailureRecord | None = field(default=None, hash=False)
+
+    @classmethod
+    def from_json(cls, d: dict) -> FailureRow:
+        """A row with a first hit is a report's record; one without, the live log's line."""
+        if d["first_hit_seconds"] is None:
+            logged = LoggedFailure.from_json(d)
+            return cls(logged.target, logged.failure)
+        record = FailureRecord.from_json(d)
+        return cls(record.target, record.failure, record)
+
+    @property
+    def test(self) -> str | None:
+        return self.record.test if self.record else None
+
+    @property
+    def first_hit_seconds(self) -> float | None:
+        return self.record.first_hit_seconds if self.record else None
+
+    @property
+    def hits(self) -> int | None:
+        return self.record.hits if self.record else None
+
+    @property
+    def minimal(self) -> bool:
+        return bool(self.record and self.record.minimal)
 
     @property
     def cause(self) -> str:
         """Its key's cause (a summary written before failures carried their key: its detail)."""
-        return _ANSI.sub("", self.key.cause if self.key else self.detail)
+        return _ANSI.sub("", self.failure.cause)
 
     @property
     def adapter_error(self) -> bool:
         """A TypeError about the call's arguments: a defect of gdn-fuzz, never a finding."""
-        return bool(ADAPTER_ERROR.search(self.detail))
-
-    @classmethod
-    def from_json(cls, d: dict) -> FailureRow:
-        crash = d.get("attribution")
-        return cls(
-            d["target"],
-            d["kind"],
-            Case.parse(d["case"]),
-            d["detail"],
-            d["minimal"],
-            d["first_hit_seconds"],
-            d["hits"],
-            d.get("test"),
-            FailureKey.from_json(d["key"]) if d.get("key") else None,
-            d.get("examples_before"),
-            CrashAttribution.from_json(crash) if crash else None,
-            tuple(map(Case.parse, d.get("before", ()))),
-        )
+        return bool(ADAPTER_ERROR.search(self.failure.detail))
 
 
 @dataclass(frozen=True)
@@ -121,7 +118,7 @@ class RunRow:
     failures: tuple[FailureRow, ...]
     errors: tuple[FailedTest, ...]
     environment: Mapping = field(default_factory=dict, hash=False)
-    targets: Mapping = field(default_factory=dict, hash=False)  # name -> the report's target summary
+    targets: Mapping[str, TargetRow] = field(default_factory=dict, hash=False)  # the report's target summaries
     db_per_run: bool | None = None  # None: a summary written before runs said
 
     @classmethod
@@ -132,7 +129,7 @@ class RunRow:
             tuple(map(FailureRow.from_json, d["failures"])),
             tuple(map(FailedTest.from_json, d["errors"])),
             d["environment"],
-            d["targets"],
+            {name: TargetRow.from_json(t) for name, t in d["targets"].items()},
             d.get("db_per_run"),
         )
 
@@ -142,7 +139,7 @@ class RunRow:
         return self.exit not in (0, 1) or not self.examples
 
     def version(self, target: str) -> str | None:
-        return self.targets.get(target, {}).get("version")
+        return row.version if (row := self.targets.get(target)) else None
 
 
 def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
@@ -172,16 +169,15 @@ def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
             "",
         ]
         for name, t in sorted(r.targets.items()):
-            if t["unavailable"]:
-                lines.append(f"- {name}: UNAVAILABLE: {t['unavailable']}")
+            if t.unavailable:
+                lines.append(f"- {name}: UNAVAILABLE: {t.unavailable}")
             else:
                 runs = ", ".join(
-                    f"{op} {n} ({_share(t['distinct'].get(op, n), r.distinct, minutes)})"
-                    for op, n in t["examples"].items()
+                    f"{op} {n} ({_share(t.distinct.get(op, n), r.distinct, minutes)})" for op, n in t.examples.items()
                 )
                 lines.append(
-                    f"- {name} {t['version'] or ''}: {runs or 'no examples'}"
-                    + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.get("ops_off", {}).items())
+                    f"- {name} {t.version or ''}: {runs or 'no examples'}"
+                    + "".join(f"; {op} UNAVAILABLE: {why}" for op, why in t.ops_off.items())
                 )
         lines += [
             "",
@@ -190,8 +186,9 @@ def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
         ]
         for i, f in enumerate(r.failures, 1):
             hit = "-" if f.first_hit_seconds is None else f"{f.first_hit_seconds:.1f} s"
+            case = f.failure.case
             lines.append(
-                f"| {i} | {f.kind} | {f.target} {f.case.op} | `{f.case!r}` | {hit} | {f.hits or '-'} | "
+                f"| {i} | {f.failure.kind} | {f.target} {case.op} | `{case!r}` | {hit} | {f.hits or '-'} | "
                 f"{_note(f, r.version(f.target))} |"
             )
         if not r.failures:
@@ -219,9 +216,9 @@ def _database(own: bool | None) -> str:
 def _note(f: FailureRow, version: str | None) -> str:
     """The triage column: an adapter error (ours), else the known bugs that explain the finding or NEW; then whether
     the shrink finished, and the library's first line (a KernelCrash: which call crashed, its attribution)."""
-    first = " ".join(_ANSI.sub("", f.detail).split())[:160]  # the DSL's error text starts on its second line
-    if f.attribution:
-        first = f.attribution.summary
+    first = " ".join(_ANSI.sub("", f.failure.detail).split())[:160]  # the DSL's error text starts on its second line
+    if f.failure.attribution:
+        first = f.failure.attribution.summary
     if f.adapter_error:
         return f"ADAPTER ERROR (ours) {first}"
     known = triage.verdict(_explaining(f, version))
@@ -233,7 +230,7 @@ def _explaining(f: FailureRow, version: str | None) -> tuple:
     from fuzz.targets.registry import TARGETS
 
     path = next(t.path for t in TARGETS if t.name == f.target)
-    return triage.explaining(f.kind, f.cause, (*f.before, f.case), path, version)
+    return triage.explaining(f.failure.kind, f.cause, (*f.failure.before, f.failure.case), path, version)
 
 
 def by_bug(r: RunRow) -> list[str]:
@@ -247,20 +244,18 @@ def by_bug(r: RunRow) -> list[str]:
         groups["ADAPTER ERROR (ours)" if f.adapter_error else " + ".join(b.id for b in bugs) or "NEW"].append(f)
     if not groups:
         return []
-    earliest = lambda fs: min(
-        (f for f in fs if f.first_hit_seconds is not None), key=lambda f: f.first_hit_seconds, default=None
-    )
+    earliest = lambda fs: min((f.record for f in fs if f.record), key=lambda r: r.first_hit_seconds, default=None)
     lines = [
         "| known bug | distinct failures | kinds | targets | first hit | cases before | smallest case |",
         "|---|---|---|---|---|---|---|",
     ]
     order = lambda kv: (earliest(kv[1]) is None, earliest(kv[1]).first_hit_seconds if earliest(kv[1]) else 0)
     for name, fs in sorted(groups.items(), key=order):
-        small = repr(min(fs, key=lambda f: f.case.size_key()).case)
+        small = repr(min((f.failure.case for f in fs), key=Case.size_key))
         first = earliest(fs)
         hit, before = (first.first_hit_seconds, first.examples_before) if first else (None, None)
         lines.append(
-            f"| {name} | {len(fs)} | {', '.join(sorted({f.kind for f in fs}))} | "
+            f"| {name} | {len(fs)} | {', '.join(sorted({f.failure.kind for f in fs}))} | "
             f"{', '.join(sorted({f.target for f in fs}))} | {'-' if hit is None else f'{hit:.1f} s'} | "
             f"{'-' if before is None else before} | "
             f"`{small if len(small) <= 130 else small[:127] + '...'}` |"

@@ -93,9 +93,9 @@ class Side:
     def versions(self, plan: Plan) -> list[str]:
         return sorted(
             {
-                f"{name} {t['version']}"
+                f"{name} {t.version}"
                 for name, t in self.report.targets.items()
-                if self.report.examples_of(name) and t.get("version") and plan.asked(name)
+                if self.report.examples_of(name) and t.version and plan.asked(name)
             }
         )
 

@@ -17,7 +17,7 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global figure state
 
 from fuzz.cli.gate_model import FLOOR, SEED, STATUSES, Drift, Result, Row
-from fuzz.run.report import ExampleRecord
+from fuzz.run.report import ExampleRecord, TargetRow
 
 COLORS = {"baseline": "tab:blue", "candidate": "tab:orange"}
 NOTABLE = 2.0  # a change of the median ratio by this factor (either way) is flagged
@@ -384,11 +384,11 @@ def _runs_table(result: Result) -> str:
 def _targets_table(result: Result) -> str:
     """The targets of the families asked for (all that ran, when none was): what each side ran, or why not."""
 
-    def cell(info: dict) -> str:
-        if info.get("unavailable"):
-            return f"<span class='muted'>unavailable: {_e(info['unavailable'][:120])}</span>"
-        ran = ", ".join(f"{op} {n}" for op, n in info.get("examples", {}).items())
-        return _e(f"{info.get('version') or 'no version'}: {ran}") if ran else "<span class='muted'>not run</span>"
+    def cell(row: TargetRow) -> str:
+        if row.unavailable:
+            return f"<span class='muted'>unavailable: {_e(row.unavailable[:120])}</span>"
+        ran = ", ".join(f"{op} {n}" for op, n in row.examples.items())
+        return _e(f"{row.version or 'no version'}: {ran}") if ran else "<span class='muted'>not run</span>"
 
     names = sorted(
         {
@@ -401,7 +401,7 @@ def _targets_table(result: Result) -> str:
     rows = [
         [
             f"<code class='name'>{_e(n)}</code>",
-            *(cell(s.report.target_summary(n) if n in s.report.targets else {}) for s in result.sides),
+            *(cell(s.report.target_summary(n) if n in s.report.targets else TargetRow()) for s in result.sides),
         ]
         for n in names
     ]

@@ -2,9 +2,9 @@
 checked example. One RunReport per pytest process; under pytest-xdist each worker sends its report to the
 controller, which merges them (`merge`), so the summary and `--gdn-report` cover the whole run.
 
-JSON (schema 2): {"schema", "profile", "device", "environment", "targets": {name: {"unavailable", "version",
-"origin", "examples": {op: n}, "distinct": {op: n}}}, "tests": {nodeid: {...}}, "failures": [...], "errors": [...],
-"records": [...]}.
+JSON (schema 2): {"schema", "profile", "device", "environment", "targets": {name: TargetRow}, "tests": {nodeid:
+FinishedTest}, "failures": [FailureRecord], "errors": [FailedTest], "records": [ExampleRecord], ...}: each value's
+to_json spells its keys.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fuzz.model.case import Case
@@ -112,7 +112,7 @@ class FailureRecord:
     target: str
     failure: Failure
     first_hit_seconds: float  # from the start of its test
-    examples_before: int  # examples the test checked before the first hit
+    examples_before: int | None  # examples the test checked before the first hit (None: a summary row without it)
     hits: int = 1
     minimal: bool = False  # shrunk (False: the first case seen, e.g. when the shrink was cut off)
     reproduced_on_rerun: bool | None = None  # the minimal case checked again at the end (None: not re-run);
@@ -143,27 +143,32 @@ class FailureRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> FailureRecord:
-        crash = d.get("attribution")  # absent in reports written before crashes were attributed
+        """A report's record, or a campaign summary's row of one (fuzz.cli.campaign_tables.FailureRow). What one
+        written before it lacks: no attribution (before crashes were attributed), no earlier calls (before sequences
+        were kept); a summary row without its key, cause, bucket, notes or count of the examples before it: the key's
+        cause and bucket, else its detail as the cause and no bucket, no notes, no count."""
+        crash = d.get("attribution")
+        key = FailureKey.from_json(d["key"]) if d.get("key") else None
         failure = Failure(
             d["kind"],
             Case.parse(d["case"]),
             d["detail"],
-            d["cause"],
-            d["bucket"],
-            tuple(d["notes"]),
+            d.get("cause", key.cause if key else d["detail"]),
+            d.get("bucket", key.bucket if key else ""),
+            tuple(d.get("notes", ())),
             CrashAttribution.from_json(crash) if crash else None,
             tuple(Case.parse(c) for c in d.get("before", ())),
-        )  # absent before sequences were kept
+        )
         return cls(
             d["test"],
             d["target"],
             failure,
             d["first_hit_seconds"],
-            d["examples_before"],
+            d.get("examples_before"),
             d["hits"],
             d["minimal"],
-            d["reproduced_on_rerun"],
-            d["corpus"],
+            d.get("reproduced_on_rerun"),
+            d.get("corpus"),
         )
 
 
@@ -243,6 +248,11 @@ class LoggedFailure:
     def kind(self) -> str:
         return self.key.kind
 
+    @property
+    def failure(self) -> Failure:
+        """The failure as far as the line holds it: its key's kind, cause and bucket, its case and first line."""
+        return Failure(self.kind, self.case, self.detail, self.key.cause, self.key.bucket)
+
     def to_json(self) -> dict:
         return {
             "target": self.target,
@@ -262,12 +272,62 @@ def live_log(path: Path) -> list[LoggedFailure]:
     return [LoggedFailure.from_json(json.loads(line)) for line in path.read_text().splitlines() if line]
 
 
+@dataclass(frozen=True)
+class TargetRow:
+    """One target of a run, as the report's targets table holds it: why it could not run (None or '': it could),
+    where its API came from and the release that API reports, the operations a known bug's mask turned off and the
+    large-pool buckets this device's memory left out (op -> why); in a summary (RunReport.target_summary), the
+    examples and distinct cases checked per operation (the report itself counts them: RunReport.examples)."""
+
+    unavailable: str | None = None
+    origin: str | None = None  # "installed" or "override MODULE"
+    version: str | None = None
+    ops_off: Mapping[str, str] = field(default_factory=dict, hash=False)
+    large_off: Mapping[str, str] = field(default_factory=dict, hash=False)
+    examples: Mapping[str, int] = field(default_factory=dict, hash=False)
+    distinct: Mapping[str, int] = field(default_factory=dict, hash=False)
+    # A row read from JSON: its keys in their order, examples and distinct aside (they come last). Reports written
+    # by an earlier gdn-fuzz order them otherwise and lack some; such a row is written back as it was read, so a
+    # campaign's summary.json holds its runs' rows byte for byte. (): a row of this run.
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def to_json(self) -> dict:
+        own = {
+            "unavailable": self.unavailable,
+            "origin": self.origin,
+            "version": self.version,
+            "ops_off": dict(self.ops_off),
+            "large_off": dict(self.large_off),
+        }
+        keys = self.layout or ("unavailable", "origin", "version", "ops_off")
+        if self.large_off and "large_off" not in keys:
+            keys += ("large_off",)
+        return {
+            **{key: own[key] for key in keys if key in own},
+            "examples": dict(self.examples),
+            "distinct": dict(self.distinct),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> TargetRow:
+        return cls(
+            d.get("unavailable"),
+            d.get("origin"),
+            d.get("version"),
+            d.get("ops_off", {}),
+            d.get("large_off", {}),
+            d.get("examples", {}),
+            d.get("distinct", {}),
+            tuple(key for key in d if key not in ("examples", "distinct")),
+        )
+
+
 @dataclass
 class RunReport:
     profile: str
     device: str
     environment: dict = field(default_factory=dict)
-    targets: dict = field(default_factory=dict)  # name -> {"unavailable", "version", "origin"}
+    targets: dict = field(default_factory=dict)  # name -> TargetRow (its examples and distinct: counted here)
     examples: Counter = field(default_factory=Counter)  # (target, op) -> examples checked
     distinct: dict = field(default_factory=lambda: defaultdict(set))  # (target, op) -> case coordinates
     tests: dict = field(default_factory=dict)  # nodeid -> FinishedTest
@@ -305,30 +365,33 @@ class RunReport:
     def add_failure(self, record: FailureRecord) -> None:
         self.failures.append(record)
 
-    # ---- reading ---------------------------------------------------------------------------------------------
-    def failures_of(self, test: str) -> list[FailureRecord]:
-        return [f for f in self.failures if f.test == test]
+    def unavailable_here(self, name: str, origin: str, reason: str) -> None:
+        """The library said at a call that it does not support this device: the target is unavailable, why."""
+        self.targets[name] = replace(self.targets.get(name) or TargetRow(origin=origin), unavailable=reason)
 
+    def large_left_out(self, name: str, op: str, why: str) -> None:
+        """Large-pool buckets of `op` that this device's memory leaves out, and why."""
+        row = self.targets.get(name) or TargetRow()
+        self.targets[name] = replace(row, large_off={**row.large_off, op: why})
+
+    # ---- reading ---------------------------------------------------------------------------------------------
     def examples_of(self, target: str) -> dict[str, int]:
         """Examples checked per operation of `target`, by operation name."""
         return {op: self.examples[(target, op)] for op in sorted(op for name, op in self.examples if name == target)}
 
-    def target_summary(self, name: str) -> dict:
-        """A target as the JSON holds it: its record ("unavailable", "version", "origin", ...) with its examples and
-        distinct cases per operation."""
+    def target_summary(self, name: str) -> TargetRow:
+        """A target as the JSON holds it: its row with its examples and distinct cases per operation."""
         examples = self.examples_of(name)
-        return {
-            **self.targets[name],
-            "examples": examples,
-            "distinct": {op: len(self.distinct[(name, op)]) for op in examples},
-        }
+        return replace(
+            self.targets[name], examples=examples, distinct={op: len(self.distinct[(name, op)]) for op in examples}
+        )
 
     def summary_lines(self) -> list[str]:
         lines = [f"gdn-fuzz profile '{self.profile}' on {self.device}:"]
         lines += [f"  {line}" for line in (self.time_box, self.kernel_cache, self.warm) if line]
         for name, t in self.targets.items():
-            if t["unavailable"]:
-                lines.append(f"  {name:34s} UNAVAILABLE: {t['unavailable']}")
+            if t.unavailable:
+                lines.append(f"  {name:34s} UNAVAILABLE: {t.unavailable}")
                 continue
             runs = [
                 f"{op} {n} ({len(self.distinct[(name, op)])} distinct)"
@@ -343,11 +406,11 @@ class RunReport:
                 if tn == name
             ]
             lines.append(
-                f"  {name:34s} ran ({t['origin']}, {t['version'] or 'no version'}): "
+                f"  {name:34s} ran ({t.origin}, {t.version or 'no version'}): "
                 f"{', '.join(runs) or 'no examples (not selected)'}"
             )
-            lines += [f"  {name:34s} UNAVAILABLE for {op}: {why}" for op, why in sorted(t.get("ops_off", {}).items())]
-            lines += [f"  {name:34s} large pools, {op}: {why}" for op, why in sorted(t.get("large_off", {}).items())]
+            lines += [f"  {name:34s} UNAVAILABLE for {op}: {why}" for op, why in sorted(t.ops_off.items())]
+            lines += [f"  {name:34s} large pools, {op}: {why}" for op, why in sorted(t.large_off.items())]
         if self.isolation:
             s = self.isolation
             per = f", {s['start_seconds'] / s['starts']:.2f} s per start" if s["starts"] else ""
@@ -384,7 +447,7 @@ class RunReport:
             "profile": self.profile,
             "device": self.device,
             "environment": self.environment,
-            "targets": {name: self.target_summary(name) for name in self.targets},
+            "targets": {name: self.target_summary(name).to_json() for name in self.targets},
             "tests": {test: info.to_json() for test, info in self.tests.items()},
             "failures": [f.to_json() for f in self.failures],
             "errors": [e.to_json() for e in self.errors],
@@ -400,8 +463,9 @@ class RunReport:
     def from_json(cls, d: dict) -> RunReport:
         report = cls(d["profile"], d["device"], d.get("environment", {}))
         for name, t in d["targets"].items():
-            report.targets[name] = {k: v for k, v in t.items() if k not in ("examples", "distinct")}
-            for op, n in t.get("examples", {}).items():
+            row = TargetRow.from_json(t)
+            report.targets[name] = replace(row, examples={}, distinct={})  # the report counts them
+            for op, n in row.examples.items():
                 report.examples[(name, op)] = n
         report.records = [ExampleRecord.from_json(r) for r in d["records"]]
         for r in report.records:
@@ -425,7 +489,7 @@ class RunReport:
         self.environment = self.environment or other.environment
         for name, t in other.targets.items():
             mine = self.targets.setdefault(name, t)
-            if mine["unavailable"] and not t["unavailable"]:  # a worker that collected no test of it knows less
+            if mine.unavailable and not t.unavailable:  # a worker that collected no test of it knows less
                 self.targets[name] = t
         self.examples.update(other.examples)
         for key, cases in other.distinct.items():

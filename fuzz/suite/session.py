@@ -40,7 +40,7 @@ from fuzz.run.failure_key import FailureKey
 from fuzz.run.harness import check
 from fuzz.run.kernel_cache import KernelCache
 from fuzz.run.reduce import reduce
-from fuzz.run.report import FailureRecord, LoggedFailure, RunReport, live_log
+from fuzz.run.report import FailureRecord, LoggedFailure, RunReport, TargetRow, live_log
 from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.worker import DEFAULT_TIMEOUT, WorkerPool, attributed
@@ -90,23 +90,23 @@ class FuzzSession:
     def reason_unavailable(self, target: Target) -> str | None:
         if target.name not in self.unavailable:
             self.unavailable[target.name] = target.unavailable_reason(self.budget.device)
-            self.report.targets[target.name] = {
-                "unavailable": self.unavailable[target.name],
-                "origin": _origin(target),
-                "version": None if self.unavailable[target.name] else target.family.version(),
-                "ops_off": {
+            self.report.targets[target.name] = TargetRow(
+                unavailable=self.unavailable[target.name],
+                origin=_origin(target),
+                version=None if self.unavailable[target.name] else target.family.version(),
+                ops_off={
                     op: why
                     for op in sorted(target.support.ops)
                     if not self.unavailable[target.name] and (why := self.masked_reason(target, op))
                 },
-            }
+            )
         return self.unavailable[target.name]
 
     def unsupported_here(self, target: Target, reason: str) -> str:
         """The library said at a call that it does not support this device (fuzz.targets.unsupported): the target is
         unavailable from now on, with that reason, in this run's report too. Returns the skip message."""
         self.unavailable[target.name] = reason
-        self.report.targets.setdefault(target.name, {"origin": _origin(target)})["unavailable"] = reason
+        self.report.unavailable_here(target.name, _origin(target), reason)
         return f"{target.name} unavailable: {reason}"
 
     def bugs(self, target: Target):
@@ -126,7 +126,7 @@ class FuzzSession:
             return "; ".join(f"known bug {b.id} ({b.releases}): {b.summary} (corpus/ replays it)" for b in masking)
         fits, why = large_buckets(target, op, self.budget, self.bugs(target))
         if why:
-            self.report.targets.setdefault(target.name, {}).setdefault("large_off", {})[op] = why
+            self.report.large_left_out(target.name, op, why)
         return None if fits else why
 
     # ---- one example ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -35,6 +35,16 @@ KV_STATE = dict(layouts=("kv",), pool=False, split_write=False)
 
 class Unavailable(Exception):
     """The target cannot run here; the message says why and what would fix it."""
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """What a loaded API (the installed release or an override module) lets a target do, read from the API itself
+    (its signatures, availability flags) once per API (Target.release_plan): the Support fields it narrows, with
+    their limits (Support.narrowed), or why the target cannot run on it at all (then the narrowing does not matter)."""
+
+    narrowing: Mapping[str, object] = field(default_factory=dict, hash=False)
+    unavailable: str | None = None
 
 
 @dataclass
@@ -125,18 +135,18 @@ class Target:
         """Support as the strategies see it: the adapter's own, within the contract of the release the loaded API
         reports (an override module that reports none has no hardware limits of its own; a CPU stand-in keeps the
         release's shape preconditions but not its device requirement), narrowed by what the loaded API can do
-        (release_narrowing); each known bug given narrows what is drawn (its mask)."""
+        (release_plan); each known bug given narrows what is drawn (its mask)."""
         sup = self.support
         if self.overridden:
             sup = dataclasses.replace(sup, head_dims=None, heads=None, arch=())
         try:
-            contract, narrowing = self.contract(), self.release_narrowing()
+            contract, plan = self.contract(), self.release_plan()
         except Unavailable:
-            contract, narrowing = None, {}
+            contract, plan = None, ReleasePlan()
         if contract is not None:
             sup = contract.applied(sup, runs_on(self.api()))
-        if isinstance(narrowing, dict):  # a reason instead: the target is unavailable (unavailable_reason says why)
-            sup = sup.narrowed(**narrowing)
+        if not plan.unavailable:  # else nothing runs (unavailable_reason says why)
+            sup = sup.narrowed(**plan.narrowing)
         for bug in bugs:
             sup = sup.narrowed(**bug.mask)
         return sup
@@ -149,13 +159,12 @@ class Target:
     def semantics(self) -> Semantics:
         return semantics_for(self.path, self.release())
 
-    def release_support(self, api) -> dict | str:
-        """What the loaded API (the installed release or an override module) narrows `support` to: Support fields ->
-        limits (Support.narrowed), or the reason this target cannot run on it. Read from the API itself (its
-        signatures, availability flags), once per loaded API: see release_narrowing. Default: nothing narrowed."""
-        return {}
+    def release_support(self, api) -> ReleasePlan:
+        """What `api` (the installed release or an override module) lets this target do, read from the API itself;
+        called once per loaded API (see release_plan). Default: nothing narrowed."""
+        return ReleasePlan()
 
-    def release_narrowing(self) -> dict | str:
+    def release_plan(self) -> ReleasePlan:
         """release_support of the API loaded now, computed once per loaded API (the strategies ask per example)."""
         api = self.api()
         memo = self.__dict__.get("_release_memo")
@@ -204,9 +213,8 @@ class Target:
         if missing:
             return f"{self.family.override or self.family.name} lacks {', '.join(missing)}"
         try:  # what the loaded release cannot do (a missing essential keyword, a kernel that failed to import) ...
-            narrowing = self.release_narrowing()
-            if isinstance(narrowing, str):
-                return narrowing
+            if reason := self.release_plan().unavailable:
+                return reason
             self.semantics()  # ... before what is not modelled for it
         except (Unavailable, LookupError) as e:  # LookupError: no semantics row for the reported release
             return str(e)

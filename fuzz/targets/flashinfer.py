@@ -3,7 +3,7 @@
 The override contract for the `flashinfer` family is a module exposing `gated_delta_rule_decode_pretranspose`,
 `gated_delta_rule_mtp`, `gated_delta_rule_decode` and `chunk_gated_delta_rule` with the signatures of any release in
 that range: what each target can ask for is read from the loaded functions' signatures (fuzz.targets.api), once per
-loaded API (FlashInferTarget.plan), and narrows its Support; calls pass only keywords the function takes. Where a
+loaded API (its Plan), and narrows its Support; calls pass only keywords the function takes. Where a
 release differs in what its kernels route rather than in its signature (docs/research/flashinfer-releases.md §2, §8),
 the reported release's version decides (installed, or an override module's `__version__`); a module that reports no
 release is narrowed by its signatures alone. What a release accepts (head dims, state dtypes, T, the GPU) is its
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from packaging.specifiers import SpecifierSet
@@ -36,7 +36,16 @@ from fuzz.model.case import Case
 from fuzz.model.support import Support
 from fuzz.model.tensors import Tensors
 from fuzz.targets.api import AdapterError, accepts, keywords, lacks, no_keyword, where
-from fuzz.targets.base import KV_STATE, VERIFYING, Family, Target, Unavailable, import_or_unavailable, installed_version
+from fuzz.targets.base import (
+    KV_STATE,
+    VERIFYING,
+    Family,
+    ReleasePlan,
+    Target,
+    Unavailable,
+    import_or_unavailable,
+    installed_version,
+)
 from fuzz.targets.flashinfer_contract import CONTRACTS, HEAD_128, PREFILL_ARCH, SM90_PLUS
 
 HINT = "pip install 'gdn-fuzz[flashinfer]'"
@@ -128,11 +137,9 @@ FLASHINFER = FlashInferFamily("flashinfer", (PRETRANSPOSE, MTP, KMAJOR, CHUNK))
 
 
 @dataclass(frozen=True)
-class Plan:
-    """How a target calls one loaded API, decided once per API (FlashInferTarget.plan)."""
+class Plan(ReleasePlan):
+    """How a target calls one loaded API, decided once per API with what it narrows (Target.release_plan)."""
 
-    narrowing: dict = field(default_factory=dict)  # Support fields -> limits
-    reason: str | None = None  # why the target cannot run on this API (then nothing else here matters)
     pool: bool = True  # slot-addressed pool keywords (pretranspose: initial_state*, prefill: state_indices)
     prenormalize: bool = False  # prefill: the release ignores use_qk_l2norm_in_kernel, so the adapter normalizes
 
@@ -148,18 +155,6 @@ class FlashInferTarget(Target):
         self.name, self.path, self.support, self.needs, self.backend = name, path, support, (function,), backend
 
     # ---- what the loaded release can do ----------------------------------------------------------------------------
-    def plan(self, api=None) -> Plan:
-        """The Plan for the API loaded now, or for `api` (memoized per loaded API, as release_narrowing is)."""
-        api = self.api() if api is None else api
-        memo = self.__dict__.get("_plan_memo")
-        if memo is None or memo[0] is not api:
-            memo = self._plan_memo = (api, self.make_plan(api))
-        return memo[1]
-
-    def release_support(self, api) -> dict | str:
-        plan = self.plan(api)
-        return plan.reason if plan.reason else plan.narrowing
-
     def held(self, spec: str) -> bool:
         """Whether the reported release is in `spec`; a module that reports none routes what it accepts."""
         version = self.release()
@@ -170,7 +165,7 @@ class FlashInferTarget(Target):
         version = self.release()
         return version is not None and Version(version) in SpecifierSet(spec)
 
-    def make_plan(self, api) -> Plan:
+    def release_support(self, api) -> Plan:
         function = self.needs[0]
         fn = getattr(api, function, None)
         if fn is None:  # unavailable_reason names the missing function
@@ -183,16 +178,16 @@ class FlashInferTarget(Target):
         ]
         if off:
             return Plan(
-                reason=f"flashinfer {self.family.version()}: kernels failed to import ({', '.join(off)} is "
+                unavailable=f"flashinfer {self.family.version()}: kernels failed to import ({', '.join(off)} is "
                 "False); check nvidia-cutlass-dsl and apache-tvm-ffi"
             )
         for name, needed in self.essential.items():
             other = getattr(api, name, None)
             missing = lacks(other, needed) if other is not None else []
             if missing:
-                return Plan(reason=no_keyword(name, missing[0], here))
+                return Plan(unavailable=no_keyword(name, missing[0], here))
         if not accepts(fn, "backend") and self.backend not in NEUTRAL["backend"]:
-            return Plan(reason=no_keyword(function, "backend", here))
+            return Plan(unavailable=no_keyword(function, "backend", here))
         narrow: dict = {}
         if function == PRETRANSPOSE:
             fp32 = "bf16" not in self.support.state_dtypes
@@ -237,7 +232,7 @@ class FlashInferTarget(Target):
     # ---- the call ------------------------------------------------------------------------------------------------
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
         """Mapped by the function called (the backend is the target's): several paths share one function."""
-        api, function, plan = self.api(), self.needs[0], self.plan()
+        api, function, plan = self.api(), self.needs[0], self.release_plan()
         fn = getattr(api, function)
         values = decode_keywords(case, t, t.output.view if case.output_given else None)
         values.update(backend=self.backend)
@@ -304,10 +299,10 @@ class FlashInferPrefill(FlashInferTarget):
     def api(self):
         return self.family.prefill()
 
-    def make_plan(self, api) -> Plan:
-        plan = super().make_plan(api)
+    def release_support(self, api) -> Plan:
+        plan = super().release_support(api)
         fn = getattr(api, CHUNK, None)
-        if plan.reason or fn is None:
+        if plan.unavailable or fn is None:
             return plan
         narrow = dict(plan.narrowing)
         major = _major()
@@ -320,18 +315,18 @@ class FlashInferPrefill(FlashInferTarget):
         if self.is_release("<0.6.14") and major != 10 and hasattr(api, "gen_gdn_prefill_sm90_module"):
             reason = _cxx_prefill_missing(self.family.version())
             if reason:
-                return Plan(reason=reason)
+                return Plan(unavailable=reason)
         return Plan(narrowing=narrow, pool=pool, prenormalize=self.is_release("<0.7.1"))
 
     def variant(self, case: Case) -> str | None:
         """0.7.4 runs the chunked kernel whenever output_state_indices is passed (padded or split slot maps, see
         call), whatever the work; otherwise the dispatch threshold decides."""
-        if self.plan().pool and (case.write_slots is not None or any(case.padded)) and self.held(">=0.7.4"):
+        if self.release_plan().pool and (case.write_slots is not None or any(case.padded)) and self.held(">=0.7.4"):
             return "chunked"
         return super().variant(case)
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
-        plan, fn = self.plan(), getattr(self.api(), CHUNK)
+        plan, fn = self.release_plan(), getattr(self.api(), CHUNK)
         q, k, l2norm = t.q, t.k, case.l2norm
         if plan.prenormalize and l2norm:
             q, k, l2norm = l2normalized(q), l2normalized(k), False

@@ -91,7 +91,7 @@ TABLE: tuple[Row, ...] = (
     # FlashInfer decode, 0.6.5 .. 0.7.4 (flashinfer_gdn.md §4; docs/research/flashinfer-releases.md §3-§5). The
     # intended contract of each path is one across the range; what a release lacks (a pool before 0.6.6 / 0.6.7,
     # split write slots before 0.6.9 / 0.6.14, verify flags on the pretranspose before 0.7.0) narrows its Support
-    # (fuzz.targets.flashinfer.FlashInferTarget.plan), not its row. Every kernel consumes q, k, v as bf16 and writes a
+    # (fuzz.targets.flashinfer.Plan), not its row. Every kernel consumes q, k, v as bf16 and writes a
     # bf16 output; fp16 inputs are converted by value from 0.7.2 (fp32 pretranspose), 0.6.18 (fp32 MTP, bf16 state;
     # 0.6.5 .. 0.6.7 bf16-state kernels read them by value into fp32, which the bf16 model bounds), while the releases
     # between reinterpret fp16 bits as bf16: a bug the fuzzer finds, so never a row. Likewise bugs, not rows: the bf16

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fuzz.cli import calibrate as calibration
 from fuzz.model.case import Case
-from fuzz.run.report import ExampleRecord, RunReport
+from fuzz.run.report import ExampleRecord, RunReport, TargetRow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def report(records, version="0.7.4") -> RunReport:
     return RunReport(
         "ci",
         "cpu",
-        targets={"flashinfer-pretranspose-fp32": {"version": version}, "fla-recurrent": {"version": None}},
+        targets={"flashinfer-pretranspose-fp32": TargetRow(version=version), "fla-recurrent": TargetRow(version=None)},
         records=records,
     )
 

@@ -104,10 +104,10 @@ def test_without_a_time_box_the_profile_bounds_a_test_without_resizing_its_round
 )
 def test_the_targets_table_names_what_stopped_a_test(box, bound, says):
     """A test stopped by its profile's bound once crashed the run's table (it formatted the absent time box)."""
-    from fuzz.run.report import FinishedTest, RunReport
+    from fuzz.run.report import FinishedTest, RunReport, TargetRow
 
     report = RunReport("ci", "cpu")
-    report.targets["fla-recurrent"] = {"unavailable": None, "origin": "installed", "version": "0.6.0"}
+    report.targets["fla-recurrent"] = TargetRow(unavailable=None, origin="installed", version="0.6.0")
     report.examples[("fla-recurrent", "decode")] = 2
     report.distinct[("fla-recurrent", "decode")].update({"a", "b"})
     report.tests["fuzz/test_decode.py::test_decode[fla-recurrent]"] = FinishedTest(
@@ -120,9 +120,9 @@ def test_the_targets_table_names_what_stopped_a_test(box, bound, says):
 def test_two_boxed_tests_of_one_operation_say_what_stopped_them_once():
     """test_prefill and test_large_pool_prefill both draw a target's prefill: the summary names the time box that
     stopped them once, not once per test (the H200 gate of 2026-12-04 printed it twice)."""
-    from fuzz.run.report import FinishedTest, RunReport
+    from fuzz.run.report import FinishedTest, RunReport, TargetRow
 
-    report = RunReport("h200", "cuda", targets={"t": {"unavailable": None, "version": "1", "origin": "installed"}})
+    report = RunReport("h200", "cuda", targets={"t": TargetRow(unavailable=None, version="1", origin="installed")})
     report.examples[("t", "prefill")] = 3
     report.tests = {
         test: FinishedTest("t", "prefill", boxed=True, box=60.0)

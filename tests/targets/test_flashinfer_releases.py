@@ -281,13 +281,14 @@ def test_support_narrowing_per_release_api(release, override):
     for name in CORE:
         target = BY_NAME[name]
         assert target.release() == release
-        assert target.release_narrowing() == NARROWED[release][name], name
+        plan = target.release_plan()
+        assert (plan.narrowing, plan.unavailable) == (NARROWED[release][name], None), name
         sup = target.declared()
         for field, value in NARROWED[release][name].items():
             assert getattr(sup, field) == value, (name, field)
         assert sup.head_dims == ((128, 128),) and sup.arch == (), name
         assert sup.max_T == (4 if name == "flashinfer-bf16" and release == "0.6.5" else None), name
-    prefill = BY_NAME["flashinfer-prefill-chunk"].plan()
+    prefill = BY_NAME["flashinfer-prefill-chunk"].release_plan()
     assert prefill.pool == release.startswith("0.7.")  # state_indices on SM90 from 0.7.0
     assert prefill.prenormalize == (not release.startswith("0.7."))  # use_qk_l2norm_in_kernel honoured from 0.7.1
 
@@ -428,7 +429,7 @@ def test_installed_release_routing(installed, version, api, name, narrowing):
     installed(version, api)
     target = BY_NAME[name]
     assert target.unavailable_reason("cuda") is None
-    assert target.release_narrowing() == narrowing
+    assert target.release_plan().narrowing == narrowing
     sup = target.declared()
     assert sup.head_dims == ((128, 128),) and sup.arch == target.support.arch and 9 in sup.arch
     assert sup.max_T == (4 if name == "flashinfer-bf16" and version == "0.6.6" else None)
@@ -445,13 +446,13 @@ def test_installed_release_routing(installed, version, api, name, narrowing):
 )
 def test_prefill_pool_and_l2norm_per_release(installed, version, api, pool, prenormalize):
     installed(version, api)
-    plan = BY_NAME["flashinfer-prefill-chunk"].plan()
+    plan = BY_NAME["flashinfer-prefill-chunk"].release_plan()
     assert (plan.pool, plan.prenormalize) == (pool, prenormalize)
 
 
 def test_prefill_state_indices_on_sm100_from_0_6_16(installed):
     installed("0.6.16.post4", capability=(10, 0))
-    assert BY_NAME["flashinfer-prefill-chunk"].plan().pool
+    assert BY_NAME["flashinfer-prefill-chunk"].release_plan().pool
 
 
 def test_cxx_prefill_without_its_data_is_unavailable(installed):
