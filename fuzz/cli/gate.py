@@ -194,7 +194,7 @@ def shared_coordinates(baseline: RunReport, candidate: RunReport) -> tuple[int, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fuzz.cli.main import Parser  # one-line argument errors
+    from fuzz.cli.parser import Parser  # one-line argument errors
 
     parser = Parser(prog="gdn-fuzz")
     gate = parser.add_subparsers(dest="command", required=True).add_parser(
