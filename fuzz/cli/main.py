@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from fuzz.run.corpus import CorpusError
 
     try:
-        return module.main(argv if argv[0] == "gate" else argv[1:])
+        return module.main(argv[1:])
     except (CaseError, CorpusError) as e:  # a coordinate or corpus file the user named
         print(f"gdn-fuzz {argv[0]}: error: {e}", file=sys.stderr)
         return BAD_INPUT
