@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from fuzz.cli.parser import Parser
 from fuzz.run.report import RunReport
 
 MARGIN = 0.5  # a passing ratio above this, on an output no known bug bears on, is flagged
@@ -102,9 +103,7 @@ def markdown(table: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from fuzz.cli.main import BAD_INPUT, Parser
-
+def main(argv: list[str]) -> int:
     p = Parser(prog="gdn-fuzz calibrate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("reports", nargs="+", type=Path, metavar="RUN.json")
     args = p.parse_args(argv)
@@ -112,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             table = rows(RunReport.from_json(json.loads(path.read_text())))
         except (OSError, ValueError, KeyError) as e:
-            p.exit(BAD_INPUT, f"gdn-fuzz calibrate: error: {path}: not a run report ({type(e).__name__}: {e})\n")
+            p.refuse(f"{path}: not a run report ({type(e).__name__}: {e})")
         flagged = sum(r.unmodelled for r in table)
         print(f"## {path}\n\n{markdown(table)}\n\n{flagged} output(s) above {MARGIN} with no known bug on them\n")
     return 0

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.cli.campaign_tables import RunRow, Settings, markdown
+from fuzz.cli.parser import Parser
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import events, installation
 from fuzz.run.progress import Progress, Watch, events_file
@@ -185,9 +186,7 @@ def _check(args, wheres: list[installation.Installation]) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    from fuzz.cli.main import Parser
-
+def main(argv: list[str]) -> int:
     p = Parser(prog="gdn-fuzz campaign", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("families", nargs="*", help="target-name prefixes (flashinfer-, fla-, sglang-)")
     p.add_argument(

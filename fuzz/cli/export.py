@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fuzz.cli.main import Parser
+from fuzz.cli.parser import Parser
 from fuzz.export import issue, recording, script
 from fuzz.model.case import Case
 from fuzz.run import corpus
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str]) -> int:
     """Bad input (an unknown target, a coordinate or corpus entry that does not parse, a directory that does not
     exist) is one line and exit 2; a written script prints its path, and an issue body the verdict it holds."""
     parser = Parser(prog="gdn-fuzz export", description=__doc__.split("\n\n")[0])

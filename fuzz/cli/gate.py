@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 
 from fuzz.cli.gate_model import SIDES, STATUSES, Drift, Finding, Plan, Result, Row, Side
+from fuzz.cli.parser import Parser
 from fuzz.judge.failures import normalized
 from fuzz.model.case import Case
 from fuzz.run import events
@@ -193,56 +194,80 @@ def shared_coordinates(baseline: RunReport, candidate: RunReport) -> tuple[int, 
     return len(judged[0]), len(judged[1]), len(judged[0] & judged[1])
 
 
-def main(argv: list[str] | None = None) -> int:
-    from fuzz.cli.main import Parser  # one-line argument errors
-
-    parser = Parser(prog="gdn-fuzz")
-    gate = parser.add_subparsers(dest="command", required=True).add_parser(
-        "gate",
-        help="compare a baseline and a candidate installation of the target libraries",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def main(argv: list[str]) -> int:
+    """`gdn-fuzz gate ARGV`: check the sides, run them, compare them, write the reports; the exit status the module
+    docstring gives."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    sides, plan = _checked(parser, args)
+    if why := _unrunnable(sides, plan, args.allow_same):
+        print(f"gdn-fuzz gate: error: {why}", file=sys.stderr)
+        return 2
+    out = _fresh(args.out)
+    run_sides(sides, out, plan, args.parallel)
+    if any(not s.report for s in sides):
+        return _not_run(sides, out, args.markdown)
+    rows = compare(*sides)
+    export_scripts(rows, sides, out / "scripts")
+    result = Result(
+        sides,
+        plan,
+        rows,
+        drift(sides[0].report, sides[1].report),
+        shared_coordinates(sides[0].report, sides[1].report),
+        out,
     )
+    _write(result, args.markdown)
+    return 0 if result.passed else 1
+
+
+def _parser() -> Parser:
+    """The gate's arguments: two installations, each with its overrides, and what both sides run."""
+    parser = Parser(prog="gdn-fuzz gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name in SIDES:
-        gate.add_argument(f"--{name}", required=True, metavar="PYTHON_OR_DIR")
-        gate.add_argument(
+        parser.add_argument(f"--{name}", required=True, metavar="PYTHON_OR_DIR")
+        parser.add_argument(
             f"--{name}-override",
             action="append",
             default=[],
             metavar="FAMILY=module[:attr]",
             help=f"--gdn-target for the {name} side only",
         )
-    gate.add_argument("--profile", default="gate", help="gate (CPU, the default), or h200 / b200 on a GPU host")
-    gate.add_argument(
+    parser.add_argument("--profile", default="gate", help="gate (CPU, the default), or h200 / b200 on a GPU host")
+    parser.add_argument(
         "--families",
         default="",
         metavar="FAMILY,...",
         help="fuzz and replay only these families (fla, sglang, flashinfer); they must be available",
     )
-    gate.add_argument("-k", default="", metavar="EXPR", help="pytest -k expression, and-ed with --families")
-    gate.add_argument(
+    parser.add_argument("-k", default="", metavar="EXPR", help="pytest -k expression, and-ed with --families")
+    parser.add_argument(
         "--examples",
         type=int,
         default=None,
         help="examples per test on the gate and GPU profiles (default: the profile's)",
     )
-    gate.add_argument("--parallel", action="store_true", help="run both sides at once")
-    gate.add_argument("--out", type=Path, default=Path("gate-out"))
-    gate.add_argument(
+    parser.add_argument("--parallel", action="store_true", help="run both sides at once")
+    parser.add_argument("--out", type=Path, default=Path("gate-out"))
+    parser.add_argument(
         "--markdown",
         type=Path,
         default=None,
         metavar="FILE",
         help="also write the markdown summary here (it always goes to OUT/summary.md)",
     )
-    gate.add_argument(
+    parser.add_argument(
         "--allow-same",
         action="store_true",
         help="run even when both sides load the same build of every family (a self-check)",
     )
-    gate.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for both sides")
-    args = parser.parse_args(argv)
+    parser.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments for both sides")
+    return parser
 
+
+def _checked(parser: Parser, args: argparse.Namespace) -> tuple[list[Side], Plan]:
+    """The two sides and what both run, or a one-line usage error (exit 2): an installation that is none, a
+    malformed override, an unknown profile or family."""
     from fuzz.targets.registry import FAMILIES, parse_overrides
 
     try:
@@ -255,52 +280,57 @@ def main(argv: list[str] | None = None) -> int:
             for name in SIDES
         ]
     except ValueError as e:
-        gate.error(str(e))
+        parser.error(str(e))
     from fuzz.generate.profiles import PROFILES
 
     if args.profile not in PROFILES:
-        gate.error(f"--profile {args.profile}: not a gdn-fuzz profile; expected one of {', '.join(PROFILES)}")
-    if unknown := [f for f in args.families.split(",") if f and f not in FAMILIES]:
-        gate.error(f"--families: {', '.join(unknown)} is no target family; expected some of {', '.join(FAMILIES)}")
-    plan = Plan(
-        args.profile, tuple(f for f in args.families.split(",") if f), args.k, args.examples, tuple(args.pytest_args)
-    )
-    if importlib.util.find_spec("matplotlib") is None:  # the HTML report's plots: known before two sides run
-        print("gdn-fuzz gate: error: its report needs matplotlib: pip install 'gdn-fuzz[gate]'", file=sys.stderr)
-        return 2
-    if why := preflight(sides, plan.families, args.allow_same):
-        print(f"gdn-fuzz gate: error: {why}", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out.resolve()
-    for stale in ("summary.md", "gate.xml", "report.html"):  # an earlier gate's, which this one may not rewrite
+        parser.error(f"--profile {args.profile}: not a gdn-fuzz profile; expected one of {', '.join(PROFILES)}")
+    families = tuple(f for f in args.families.split(",") if f)
+    if unknown := [f for f in families if f not in FAMILIES]:
+        parser.error(f"--families: {', '.join(unknown)} is no target family; expected some of {', '.join(FAMILIES)}")
+    return sides, Plan(args.profile, families, args.k, args.examples, tuple(args.pytest_args))
+
+
+def _unrunnable(sides: list[Side], plan: Plan, allow_same: bool) -> str | None:
+    """Why the gate stops before two sides run for nothing: its report could not be drawn, or the sides' verdict
+    could mean nothing (preflight)."""
+    if importlib.util.find_spec("matplotlib") is None:  # the HTML report's plots
+        return "its report needs matplotlib: pip install 'gdn-fuzz[gate]'"
+    return preflight(sides, plan.families, allow_same)
+
+
+def _fresh(out: Path) -> Path:
+    """The --out directory, made, resolved and cleared of an earlier gate's reports, which this one may not rewrite
+    (a side that could not run writes no HTML report and no scripts)."""
+    out.mkdir(parents=True, exist_ok=True)
+    out = out.resolve()
+    for stale in ("summary.md", "gate.xml", "report.html"):
         (out / stale).unlink(missing_ok=True)
     shutil.rmtree(out / "scripts", ignore_errors=True)
-    run_sides(sides, out, plan, args.parallel)
-    from fuzz.cli.gate_report import markdown, not_run_markdown, write_html, write_junit
+    return out
 
-    if any(not s.report for s in sides):
-        text = not_run_markdown(sides, out)
-        _publish(text, out, args.markdown)
-        write_junit(out / "gate.xml", None, text)
-        print(text, file=sys.stderr)
-        return 2
-    rows = compare(*sides)
-    export_scripts(rows, sides, out / "scripts")
-    result = Result(
-        sides,
-        plan,
-        rows,
-        drift(sides[0].report, sides[1].report),
-        shared_coordinates(sides[0].report, sides[1].report),
-        out,
-    )
+
+def _not_run(sides: list[Side], out: Path, also: Path | None) -> int:
+    """A side that could not be run: no verdict, its log's end in the summary and the JUnit XML; exit 2."""
+    from fuzz.cli.gate_report import not_run_markdown, write_junit
+
+    text = not_run_markdown(sides, out)
+    _publish(text, out, also)
+    write_junit(out / "gate.xml", None, text)
+    print(text, file=sys.stderr)
+    return 2
+
+
+def _write(result: Result, also: Path | None) -> None:
+    """The verdict's reports: the markdown summary, the JUnit XML and the HTML report, and where they are."""
+    from fuzz.cli.gate_report import markdown, write_html, write_junit
+
+    out = result.out
     text = markdown(result)
-    _publish(text, out, args.markdown)
+    _publish(text, out, also)
     write_junit(out / "gate.xml", result, text)
     write_html(out / "report.html", result)
     print(text, f"report: {out / 'report.html'}, JUnit: {out / 'gate.xml'}, summary: {out / 'summary.md'}", sep="\n")
-    return 0 if result.passed else 1
 
 
 def preflight(sides: list[Side], families: tuple[str, ...], allow_same: bool) -> str | None:
@@ -355,4 +385,4 @@ def _publish(text: str, out: Path, also: Path | None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fuzz.cli.parser import Parser
 from fuzz.run.events import EventLog
 from fuzz.run.progress import Progress, Watch
 
@@ -93,9 +94,7 @@ def main(argv: list[str]) -> int:
     return _summary(collected.fuzz_targets, started, pytest_args)
 
 
-def _parser() -> argparse.ArgumentParser:
-    from fuzz.cli.main import Parser
-
+def _parser() -> Parser:
     p = Parser(prog="gdn-fuzz hypofuzz", description=__doc__.split("\n\n")[0], epilog="pytest arguments go after --")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: one per visible GPU, or 1)")
     p.add_argument("--seconds", type=float, default=None, help="stop after this long (default: run until Ctrl-C)")

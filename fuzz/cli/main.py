@@ -2,13 +2,18 @@
 at once, `gdn-fuzz export` writes a standalone reproduction script. The fuzz suites themselves run under pytest.
 
 Bad input is one line on stderr and exit status 2: an unknown command, an argument a command refuses, a Case
-coordinate or corpus entry that does not load."""
+coordinate or corpus entry that does not load.
+
+This module only dispatches: it imports the named command when it runs (each command's engine takes seconds to
+import), hands it the arguments after its name, and turns a coordinate or corpus file that does not load into one
+line. The commands' shared parser is fuzz.cli.parser; no command imports this module."""
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
+
+from fuzz.cli.parser import BAD_INPUT
 
 COMMANDS = {
     "gate": ("fuzz.cli.gate", "compare a baseline and a candidate installation of the target libraries"),
@@ -21,14 +26,6 @@ COMMANDS = {
     "hypofuzz": ("fuzz.cli.hypofuzz", "coverage-guided campaigns under HypoFuzz, one worker process per GPU"),
 }
 USAGE = "usage: gdn-fuzz COMMAND [ARGS]\n" + "\n".join(f"  {name:9s} {what}" for name, (_, what) in COMMANDS.items())
-BAD_INPUT = 2
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line: the usage block is what --help is for."""
-
-    def error(self, message: str):
-        self.exit(BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from fuzz.run.corpus import CorpusError
 
     try:
-        return module.main(argv if argv[0] == "gate" else argv[1:])
+        return module.main(argv[1:])
     except (CaseError, CorpusError) as e:  # a coordinate or corpus file the user named
         print(f"gdn-fuzz {argv[0]}: error: {e}", file=sys.stderr)
         return BAD_INPUT

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 
 import torch
 
-from fuzz.cli.main import Parser
+from fuzz.cli.parser import Parser
 from fuzz.model.case import Case
 from fuzz.run.harness import check
 from fuzz.run.result import CheckResult
@@ -99,7 +99,7 @@ def _grid(parser: Parser, items: list[str]) -> dict[str, tuple[int, ...]]:
     return grid
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str]) -> int:
     parser = Parser(prog="gdn-fuzz probe", description=__doc__.split("\n\n")[0])
     parser.add_argument("coordinates", nargs="+", help="Case coordinates (repr(case), as in failure messages)")
     parser.add_argument("--target", action="append", default=[], help="a target name (repeatable; default: all)")

@@ -12,7 +12,7 @@ import json
 from contextlib import ExitStack
 from dataclasses import asdict
 
-from fuzz.cli.main import Parser
+from fuzz.cli.parser import Parser
 from fuzz.model.case import Case
 from fuzz.run import sanitize as engine
 from fuzz.run.sanitize import sanitize
@@ -37,7 +37,7 @@ def sample(target, op: str, profile: str, n: int) -> list[Case]:
     return drawn[:n]
 
 
-def main(argv=None) -> int:
+def main(argv: list[str]) -> int:
     p = Parser(
         prog="gdn-fuzz sanitize",
         description=__doc__ + "\n" + engine.__doc__,

@@ -13,13 +13,13 @@ import time
 from contextlib import ExitStack
 from datetime import UTC, datetime
 
-from fuzz.cli.main import BAD_INPUT, Parser
+from fuzz.cli.parser import Parser
 from fuzz.generate.profiles import PROFILES, budget_for
 from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run import warm
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str]) -> int:
     p = Parser(
         prog="gdn-fuzz warm",
         description=__doc__ + "\n" + warm.__doc__,
@@ -56,18 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cache = kernel_cache.configure(args.kernel_cache)
     except ValueError as e:
-        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: {e}\n")
+        p.refuse(str(e))
     from fuzz.targets.registry import TARGETS, overridden, parse_overrides
 
     restore = ExitStack()
     try:
         restore.enter_context(overridden(parse_overrides(args.override, "--override")))
     except ValueError as e:
-        p.exit(BAD_INPUT, f"gdn-fuzz warm: error: {e}\n")
+        p.refuse(str(e))
     with restore:
         chosen = [t for t in TARGETS if args.k in t.name]
         if not chosen:
-            p.exit(BAD_INPUT, f"gdn-fuzz warm: error: -k {args.k!r} selects no target\n")
+            p.refuse(f"-k {args.k!r} selects no target")
         units, skipped = warm.units_for(chosen, budget, args.masks)
         for name, why in sorted(skipped.items()):
             print(f"{name}: not warmed: {why}")

@@ -40,7 +40,6 @@ def run_gate(
 ) -> int:
     return gate.main(
         [
-            "gate",
             "--baseline",
             baseline,
             "--candidate",
@@ -226,7 +225,7 @@ def test_installations(tmp_path, capsys):
     assert sides[0].where.python == str(venv / "bin" / "python") and not sides[0].where.env
     assert sides[1].where.env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
     with pytest.raises(SystemExit) as exit:
-        gate.main(["gate", "--baseline", str(tmp_path / "missing"), "--candidate", str(venv)])
+        gate.main(["--baseline", str(tmp_path / "missing"), "--candidate", str(venv)])
     assert exit.value.code == 2 and "expected a python executable, a venv or a directory" in capsys.readouterr().err
 
 
@@ -379,7 +378,6 @@ def test_a_family_asked_for_that_loads_on_neither_side_is_one_line_and_exit_2(tm
     """FlashInfer missing from both sides used to run 28 failing tests on each and PASS them as "unchanged"."""
     code = gate.main(
         [
-            "gate",
             "--baseline",
             sys.executable,
             "--candidate",
@@ -401,7 +399,7 @@ def test_a_family_asked_for_that_loads_on_neither_side_is_one_line_and_exit_2(tm
 
 def gate_fla(tmp_path, baseline: str, candidate: str) -> int:
     """gdn-fuzz gate's exit status for the fla family between these two sides."""
-    argv = ["gate", "--baseline", baseline, "--candidate", candidate, "--families", "fla"]
+    argv = ["--baseline", baseline, "--candidate", candidate, "--families", "fla"]
     return gate.main([*argv, "--out", str(tmp_path / "out")])
 
 
@@ -421,10 +419,7 @@ def test_without_matplotlib_the_gate_says_so_before_either_side_runs(tmp_path, c
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
-    assert (
-        gate.main(["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--out", str(tmp_path / "out")])
-        == 2
-    )
+    assert gate.main(["--baseline", sys.executable, "--candidate", sys.executable, "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip() == (
         "gdn-fuzz gate: error: its report needs matplotlib: pip install 'gdn-fuzz[gate]'"
     )
