@@ -30,6 +30,13 @@ FlashInfer behind the glue (`flashinfer_kernel`):
     construction. The kernel keeps the functions it was built with; the arch decides its paths in __init__ only
     (use_state_pool for 10+, supports_target_verify for 9 and 10). The glue's own availability rule is applied
     (FlashInfer GDN needs arch 9+), its import code is not run.
+
+On the CPU the Triton glue runs interpreted (TRITON_INTERPRET=1 before triton is imported); its `extend` (fla's
+chunked kernel) gives wrong numbers there (serving-glue.md §2.3), so only decode, packed_decode and target_verify
+are usable. Where the glue sends a padding row (-1), as tests/targets/test_glue_loaders.py pins it: Triton skips it
+(verify: its scratch row gets the zero-state run); FlashInfer SM90 decode indexes the pool with -1 in Python and so
+reads and writes the last slot, SM90 extend remaps -1 to the last slot, SM100 decode and verify hand -1 to the bf16
+kernel (slot 0), SM100 extend clamps it to slot 0.
 """
 
 from __future__ import annotations

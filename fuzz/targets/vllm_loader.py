@@ -16,8 +16,8 @@
 (vllm, vllm.third_party, vllm.third_party.flash_linear_attention and ops, vllm.utils, vllm.model_executor and
 warmup, with their real `__path__`, so no `__init__.py` runs; ops/__init__.py would import chunk) and these stubs,
 each under a vllm name in sys.modules:
-  * `vllm.triton_utils` (triton, tl, tldevice, HAS_TRITON): the real one imports vllm.envs' side effects and the
-    platform;
+  * `vllm.triton_utils` (triton, tl, tldevice, HAS_TRITON): the real one resolves the platform and may patch
+    Triton's autotuner;
   * `vllm.platforms.current_platform`: is_cuda, is_rocm, is_cuda_alike, device name, capability and the
     capability tests, num_compute_units, answered truthfully from torch (they pick tile sizes: BV on SM90 / SM100);
   * `vllm.utils.platform_utils` (cuda_get_device_properties, num_compute_units): the real one imports `regex`;
@@ -25,6 +25,9 @@ each under a vllm name in sys.modules:
     (fuzz.targets.wheel_import.jit_math), before fused_recurrent imports them.
 vllm.envs, vllm.utils.math_utils and the warmup modules that layernorm_guard imports are vLLM's own (stdlib only).
 On a CPU `num_compute_units` is CPU_COMPUTE_UNITS (an H100's SMs), so the MTP port tiles V as it would there.
+All four run on the CPU under the interpreter, the MTP port too (it asserts V a power of 2 >= 64). What they do with
+padding (tests/targets/test_glue_loaders.py): a slot <= 0 (the null block) skips the row before any output store, so
+its output is the caller's `new_empty` memory; the MTP port writes zeros there instead.
 """
 
 from __future__ import annotations
