@@ -2,8 +2,8 @@
 
 ``import sglang.<anything>`` first runs ``sglang/__init__.py`` and every package ``__init__`` on the way,
 which pull in a whole serving stack. The kernel files themselves need only torch, triton and packaging,
-so they are imported behind these stubs and patches (each lives under the ``sglang.`` name in sys.modules
-or inside the loaded kernel modules; nothing outside sglang is touched):
+so they are imported (fuzz.targets.wheel_import's mechanics) behind these stubs and patches (each lives under the
+``sglang.`` name in sys.modules or inside the loaded kernel modules; nothing outside sglang is touched):
 
 - empty packages (``sglang``, ``sglang.srt``, ... down to the kernel folders) whose ``__path__`` is the real
   directory: submodules load from the wheel, no ``__init__.py`` runs;
@@ -25,19 +25,22 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import importlib.machinery
-import importlib.metadata
-import importlib.util
 import re
-import sys
-import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import triton
-import triton.language as tl
+
+from fuzz.targets.wheel_import import (
+    WheelUnavailable,
+    find_installed,
+    import_errors_as,
+    jit_math,
+    register_packages,
+    stub,
+)
 
 INSTALL_HINT = "pip install --no-deps sglang==0.5.23"
 
@@ -48,12 +51,8 @@ LAYOUTS = (
 )
 
 
-class SglangUnavailable(RuntimeError):
+class SglangUnavailable(WheelUnavailable):
     """The SGLang kernels cannot be loaded; `reason` says what to do about it."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -70,9 +69,8 @@ class SglangKernels:
 def load_sglang_kernels() -> SglangKernels:
     root, version = _locate()
     fla, linear = _layout(root, version)
-    for name in {p for pkg in (fla, linear, "sglang.srt", "sglang.kernels.jit") for p in _prefixes(pkg)}:
-        sys.modules.setdefault(name, _package(name, root))
-    _stub(
+    register_packages(root, fla, linear, "sglang.srt", "sglang.kernels.jit")
+    stub(
         "sglang.srt.utils",
         is_cuda=_is_cuda,
         is_hip=_is_hip,
@@ -80,12 +78,12 @@ def load_sglang_kernels() -> SglangKernels:
         is_sm90_supported=_is_sm90,
         get_device_sm=_device_sm,
     )
-    _stub("sglang.srt.utils.common", torch_release=_release(torch.__version__))
-    _stub("sglang.kernels.jit.utils", is_arch_support_pdl=_supports_pdl)
-    try:
+    stub("sglang.srt.utils.common", torch_release=_release(torch.__version__))
+    stub("sglang.kernels.jit.utils", is_arch_support_pdl=_supports_pdl)
+    with import_errors_as(SglangUnavailable, f"sglang {version} at {root}", __name__):
         op = importlib.import_module(f"{fla}.op")
         if triton.knobs.runtime.interpret:
-            op.exp, op.exp2, op.log, op.log2 = _exp, _exp2, _log, _log2
+            op.exp, op.exp2, op.log, op.log2 = (jit_math()[name] for name in ("exp", "exp2", "log", "log2"))
         utils = importlib.import_module(f"{fla}.utils")
         if not hasattr(utils.device_torch_lib, "device"):
             utils.custom_device_ctx = lambda index: contextlib.nullcontext()
@@ -93,11 +91,6 @@ def load_sglang_kernels() -> SglangKernels:
         sigmoid = importlib.import_module(f"{linear}.fused_sigmoid_gating_recurrent")
         has_gating = _has(root, linear, "fused_gdn_gating")
         gating = importlib.import_module(f"{linear}.fused_gdn_gating") if has_gating else None
-    except ImportError as e:
-        raise SglangUnavailable(
-            f"sglang {version} at {root}: a kernel file needs {e.name or e}, which is neither "
-            f"installed nor stubbed in {__name__}"
-        ) from e
     return SglangKernels(
         version=version,
         source_dir=root,
@@ -109,15 +102,11 @@ def load_sglang_kernels() -> SglangKernels:
 
 
 def _locate() -> tuple[Path, str]:
-    """The directory `import sglang` would use (find_spec runs no code for a top-level package) and its version."""
-    spec = importlib.util.find_spec("sglang")
-    if spec is None or not spec.submodule_search_locations:
+    """The directory `import sglang` would use and its version."""
+    found = find_installed("sglang")
+    if found is None:
         raise SglangUnavailable(f"sglang not installed: {INSTALL_HINT}")
-    try:
-        version = importlib.metadata.version("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
-    return Path(spec.submodule_search_locations[0]), version
+    return found
 
 
 def _layout(root: Path, version: str) -> tuple[str, str]:
@@ -133,24 +122,6 @@ def _layout(root: Path, version: str) -> tuple[str, str]:
 
 def _has(root: Path, package: str, module: str) -> bool:
     return root.joinpath(*package.split(".")[1:], f"{module}.py").is_file()
-
-
-def _prefixes(dotted: str) -> list[str]:
-    parts = dotted.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
-
-
-def _package(name: str, root: Path) -> types.ModuleType:
-    spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
-    spec.submodule_search_locations = [str(root.joinpath(*name.split(".")[1:]))]
-    return importlib.util.module_from_spec(spec)
-
-
-def _stub(name: str, **attrs) -> None:
-    module = sys.modules.setdefault(name, types.ModuleType(name))
-    for key, value in attrs.items():
-        if not hasattr(module, key):
-            setattr(module, key, value)
 
 
 def _release(text: str) -> tuple[int, ...]:  # "2.13.0+cpu" -> (2, 13, 0)
@@ -181,23 +152,3 @@ def _is_sm90() -> bool:  # sglang: SM 9.x and CUDA >= 12.3
 
 def _supports_pdl() -> bool:
     return not triton.knobs.runtime.interpret and _is_cuda() and _device_sm() >= 90
-
-
-@triton.jit
-def _exp(x):
-    return tl.exp(x)
-
-
-@triton.jit
-def _exp2(x):
-    return tl.exp2(x)
-
-
-@triton.jit
-def _log(x):
-    return tl.log(x)
-
-
-@triton.jit
-def _log2(x):
-    return tl.log2(x)
