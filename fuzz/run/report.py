@@ -286,24 +286,14 @@ class TargetRow:
     large_off: Mapping[str, str] = field(default_factory=dict, hash=False)
     examples: Mapping[str, int] = field(default_factory=dict, hash=False)
     distinct: Mapping[str, int] = field(default_factory=dict, hash=False)
-    # A row read from JSON: its keys in their order, examples and distinct aside (they come last). Reports written
-    # by an earlier gdn-fuzz order them otherwise and lack some; such a row is written back as it was read, so a
-    # campaign's summary.json holds its runs' rows byte for byte. (): a row of this run.
-    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict:
-        own = {
+        return {
             "unavailable": self.unavailable,
             "origin": self.origin,
             "version": self.version,
             "ops_off": dict(self.ops_off),
-            "large_off": dict(self.large_off),
-        }
-        keys = self.layout or ("unavailable", "origin", "version", "ops_off")
-        if self.large_off and "large_off" not in keys:
-            keys += ("large_off",)
-        return {
-            **{key: own[key] for key in keys if key in own},
+            **({"large_off": dict(self.large_off)} if self.large_off else {}),
             "examples": dict(self.examples),
             "distinct": dict(self.distinct),
         }
@@ -318,7 +308,6 @@ class TargetRow:
             d.get("large_off", {}),
             d.get("examples", {}),
             d.get("distinct", {}),
-            tuple(key for key in d if key not in ("examples", "distinct")),
         )
 
 
