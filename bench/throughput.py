@@ -59,8 +59,10 @@ def measure(target, op, budget, bugs, examples: int, seed: int):
 
 
 def main() -> None:
+    from fuzz.generate.profiles import PROFILES  # hypothesis only: no library reads the caches set below yet
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default="ci")
+    p.add_argument("--profile", default="ci", choices=PROFILES)
     p.add_argument("--examples", type=int, default=40, help="per target and operation, per pass")
     p.add_argument("-k", default="", help="only targets whose name contains this")
     p.add_argument("--override", action="append", default=[], metavar="FAMILY=module")
@@ -70,9 +72,7 @@ def main() -> None:
     os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")  # cold: nothing compiled yet
     os.environ["FLASHINFER_WORKSPACE_BASE"] = os.path.join(cache, "flashinfer")
     os.environ["FLASHINFER_JIT_BUILD_LOG"] = os.path.join(cache, "builds.jsonl")  # compile seconds, per check
-    from fuzz.generate.profiles import budget_for
-
-    budget = budget_for(args.profile)
+    budget = PROFILES[args.profile].budget
     if budget.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from fuzz.model.known_bugs import masked_reason

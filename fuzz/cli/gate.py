@@ -233,7 +233,7 @@ def _parser() -> Parser:
             metavar="FAMILY=module[:attr]",
             help=f"--gdn-target for the {name} side only",
         )
-    parser.add_argument("--profile", default="gate", help="gate (CPU, the default), or h200 / b200 on a GPU host")
+    parser.add_argument("--profile", default="ci", help="ci (CPU, the default), or h200 / b200 on a GPU host")
     parser.add_argument(
         "--families",
         default="",
@@ -245,7 +245,7 @@ def _parser() -> Parser:
         "--examples",
         type=int,
         default=None,
-        help="examples per test on the gate and GPU profiles (default: the profile's)",
+        help="examples per test (default: the profile's)",
     )
     parser.add_argument("--parallel", action="store_true", help="run both sides at once")
     parser.add_argument("--out", type=Path, default=Path("gate-out"))
@@ -281,10 +281,10 @@ def _checked(parser: Parser, args: argparse.Namespace) -> tuple[list[Side], Plan
         ]
     except ValueError as e:
         parser.error(str(e))
-    from fuzz.generate.profiles import PROFILES
+    from fuzz.generate.profiles import PROFILES, unknown_profile
 
     if args.profile not in PROFILES:
-        parser.error(f"--profile {args.profile}: not a gdn-fuzz profile; expected one of {', '.join(PROFILES)}")
+        parser.error(f"--profile {args.profile}: {unknown_profile(args.profile)}")
     families = tuple(f for f in args.families.split(",") if f)
     if unknown := [f for f in families if f not in FAMILIES]:
         parser.error(f"--families: {', '.join(unknown)} is no target family; expected some of {', '.join(FAMILIES)}")

@@ -27,7 +27,7 @@ FLOOR = 1e-3  # error/bound ratios below this (0: bitwise exact) count as this i
 class Plan:
     """What both sides run."""
 
-    profile: str = "gate"
+    profile: str = "ci"
     families: tuple[str, ...] = ()
     keywords: str = ""  # -k, and-ed with the families
     examples: int | None = None

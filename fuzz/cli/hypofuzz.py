@@ -3,7 +3,7 @@
     gdn-fuzz hypofuzz [--workers N] [--seconds S] [--dashboard [--port P]] -- PYTEST_ARGS
 
 PYTEST_ARGS select the fuzz tests and the run as for pytest (a profile with an example database: dev, h200, b200,
-or any profile with --gdn-db; ci and gate keep none). HypoFuzz's own `hypothesis fuzz` does not fit these tests:
+or any profile with --gdn-db; ci keeps none). HypoFuzz's own `hypothesis fuzz` does not fit these tests:
 it forks its workers from a process whose collection has already asked CUDA about the device, and a forked child
 cannot use CUDA; and its hub gives up after 60 s if no worker has finished 100 inputs, which compile-heavy GPU
 tests do not. So this command collects the tests once, then starts HypoFuzz's worker loop in fresh processes of

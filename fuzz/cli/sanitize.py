@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from dataclasses import asdict
 
 from fuzz.cli.parser import Parser
+from fuzz.generate.profiles import PROFILES
 from fuzz.model.case import Case
 from fuzz.run import sanitize as engine
 from fuzz.run.sanitize import sanitize
@@ -23,7 +24,6 @@ def sample(target, op: str, profile: str, n: int) -> list[Case]:
     from hypothesis import Phase, given, settings
     from hypothesis import strategies as st
 
-    from fuzz.generate.profiles import budget_for
     from fuzz.generate.strategies import cases
 
     drawn: list[Case] = []
@@ -31,7 +31,7 @@ def sample(target, op: str, profile: str, n: int) -> list[Case]:
     @settings(max_examples=n, derandomize=True, database=None, deadline=None, phases=[Phase.generate])
     @given(st.data())
     def collect(data):
-        drawn.append(data.draw(cases(target, op, budget_for(profile))))
+        drawn.append(data.draw(cases(target, op, PROFILES[profile].budget)))
 
     collect()
     return drawn[:n]
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("coordinates", nargs="*")
     p.add_argument("--sample", type=int, default=0, help="also draw this many cases from the strategies")
     p.add_argument("--op", default="decode")
-    p.add_argument("--profile", default="h200")
+    p.add_argument("--profile", default="h200", choices=PROFILES)
     p.add_argument("--device", default="cuda")
     p.add_argument("--gdn-target", action="append", default=[], metavar="FAMILY=module")
     p.add_argument("--out", help="write the results as JSON")

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 
 from fuzz.cli.parser import Parser
-from fuzz.generate.profiles import PROFILES, budget_for
+from fuzz.generate.profiles import PROFILES
 from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run import warm
 
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.jobs < 1:
         p.error(f"--jobs {args.jobs}: expected at least 1")
-    budget = budget_for(args.profile)
+    budget = PROFILES[args.profile].budget
     if not budget.plan_size:
         print(f"gdn-fuzz warm: the {args.profile} profile draws its buckets freely, with no plan to compile ahead")
         return 0

@@ -1,11 +1,15 @@
-"""Profiles: the one thing a user chooses. Each names a device, a search budget and Hypothesis settings."""
+"""Profiles: the one thing a user chooses. Each is one record (`Profile`) in one table (`PROFILES`): its device and
+search budget, its time bound, its examples and example database; the Hypothesis profiles, the plugin's bound and the
+commands' --profile choices all read it there."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import subprocess
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase
@@ -64,50 +68,87 @@ class Budget:
 
 CPU_DIMS = ((8, 16), (16, 8), (4, 8), (8, 8), (16, 16))
 GPU_DIMS = ((128, 128), (64, 128), (128, 64), (128, 256), (32, 32))
-
-BUDGETS = {
-    "ci": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12, heavy_dim=64),
-    "dev": Budget("cpu", CPU_DIMS, max_B=6, max_T=16, max_pool=24, heavy_dim=64, heavy_B=3, heavy_pool=6, heavy_T=6),
-    "gate": Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12, heavy_dim=64),
-    "h200": Budget(
-        "cuda",
-        GPU_DIMS,
-        max_B=96,
-        max_T=12,
-        max_pool=512,
-        large_bytes=None,
-        t_choices=(1, 2, 4, 6, 8, 12),
-        scales=(None,),
-        gaps=(0, 1),
-        warm_calls=True,
-        plan_size=8,
-        open_every=32,
-    ),
-}
-BUDGETS["b200"] = BUDGETS["h200"]
-BUDGETS["default"] = BUDGETS["dev"]
-
-_SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 LOCAL_DB = ".hypothesis/gdn-examples"
-PROFILES = ("ci", "dev", "gate", "h200", "b200")
-# Each fuzz test's time box when --gdn-test-seconds is not given: no test runs, or shrinks, without bound (a CPU gate
-# once spent five silent minutes shrinking one serving failure). Far above what a test of the profile's example budget
-# takes where nothing goes wrong.
-TIME_BOXES = {"ci": 300.0, "dev": 600.0, "gate": 300.0, "h200": 600.0, "b200": 600.0}
+_SLOW = (HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One gdn-fuzz profile, whatever reads it: the budget the strategies draw within, each fuzz test's time bound,
+    its examples and whether it keeps an example database (the Hypothesis profile of its name, `register_profiles`)."""
+
+    name: str
+    budget: Budget
+    # Each fuzz test's bound when --gdn-test-seconds is not given: no test runs, or shrinks, without one (a CPU gate
+    # once spent five silent minutes shrinking one serving failure). Far above what a test of the profile's example
+    # budget takes where nothing goes wrong.
+    time_box: float
+    examples: int  # per fuzz test (--gdn-examples overrides them)
+    # Exploring profiles keep the local directory database (--gdn-db replaces it); ci replays the same cases every run
+    # (fuzz.suite.session seeds each round from the test id, or from --hypothesis-seed) and keeps none.
+    database: bool
+    formerly: tuple[str, ...] = ()  # names it had, which a run naming them is told of
+
+    @property
+    def device(self) -> str:
+        return self.budget.device
+
+    def register(self) -> None:
+        """This profile's Hypothesis settings, on Hypothesis's own default, never on the profile it loads when $CI is
+        set (that one derandomizes, which HypoFuzz refuses, and would make a run differ between a laptop and a CI
+        box)."""
+        settings.register_profile(
+            self.name,
+            parent=settings.get_profile("default"),
+            max_examples=self.examples,
+            database=DirectoryBasedExampleDatabase(LOCAL_DB) if self.database else None,
+            deadline=None,
+            suppress_health_check=_SLOW,
+            print_blob=True,
+        )
+
+
+GPU_BUDGET = Budget(
+    "cuda",
+    GPU_DIMS,
+    max_B=96,
+    max_T=12,
+    max_pool=512,
+    large_bytes=None,
+    t_choices=(1, 2, 4, 6, 8, 12),
+    scales=(None,),
+    gaps=(0, 1),
+    warm_calls=True,
+    plan_size=8,
+    open_every=32,
+)
+CI_BUDGET = Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12, heavy_dim=64)
+DEV_BUDGET = Budget("cpu", CPU_DIMS, max_B=6, max_T=16, max_pool=24, heavy_dim=64, heavy_B=3, heavy_pool=6, heavy_T=6)
+PROFILES = MappingProxyType(
+    {
+        p.name: p
+        for p in (
+            # ci's twin "gate" (a 300 s bound, no database) was removed: "gate" is the command alone
+            Profile("ci", CI_BUDGET, time_box=300.0, examples=200, database=False, formerly=("gate",)),
+            Profile("dev", DEV_BUDGET, time_box=600.0, examples=300, database=True),
+            Profile("h200", GPU_BUDGET, time_box=600.0, examples=5000, database=True),
+            Profile("b200", GPU_BUDGET, time_box=600.0, examples=5000, database=True),
+        )
+    }
+)
+BUDGETS = MappingProxyType({name: p.budget for name, p in PROFILES.items()})  # the strategies' view, by name
+
+
+def unknown_profile(name: str) -> str:
+    """Why `name` is refused, in one line saying which profiles there are (the caller names its option)."""
+    now = "".join(f" (the {name} profile is now {p.name})" for p in PROFILES.values() if name in p.formerly)
+    return f"not a gdn-fuzz profile; expected one of {', '.join(PROFILES)}{now}"
 
 
 def register_profiles() -> None:
-    """Every gdn-fuzz profile. Examples are per fuzz test (--gdn-examples overrides them). ci and gate replay the
-    same cases every run (fuzz.suite.session seeds each round from the test id, or from --hypothesis-seed) and keep no
-    example database; the exploring profiles keep the local directory one (--gdn-db replaces it)."""
-    # Hypothesis's own default, never the profile it loads when $CI is set (that one derandomizes, which HypoFuzz
-    # refuses, and would make a run differ between a laptop and a CI box).
-    common = dict(parent=settings.get_profile("default"), deadline=None, suppress_health_check=_SLOW, print_blob=True)
-    settings.register_profile("ci", max_examples=200, database=None, **common)
-    settings.register_profile("dev", max_examples=300, database=DirectoryBasedExampleDatabase(LOCAL_DB), **common)
-    settings.register_profile("gate", max_examples=200, database=None, **common)
-    for gpu in ("h200", "b200"):
-        settings.register_profile(gpu, max_examples=5000, database=DirectoryBasedExampleDatabase(LOCAL_DB), **common)
+    """Every gdn-fuzz profile, as a Hypothesis profile of its name."""
+    for profile in PROFILES.values():
+        profile.register()
 
 
 def stable_draws() -> None:
@@ -124,18 +165,10 @@ def stable_draws() -> None:
         providers._get_local_constants = lambda: none
 
 
-_DATABASES: dict = {}  # one database object per spec: Hypothesis (and HypoFuzz) compare databases by identity
-
-
+@functools.cache  # one database object per spec: Hypothesis (and HypoFuzz) compare databases by identity
 def database(spec: str):
     """--gdn-db: a directory, or redis://host:port[/db] for an example database shared across hosts (failures found
     on one host replay on every other), kept beside the local directory."""
-    if spec not in _DATABASES:
-        _DATABASES[spec] = _database(spec)
-    return _DATABASES[spec]
-
-
-def _database(spec: str):
     if not spec.startswith(("redis://", "rediss://", "unix://")):
         return DirectoryBasedExampleDatabase(spec)
     try:
@@ -151,10 +184,6 @@ def _database(spec: str):
     return MultiplexedDatabase(
         DirectoryBasedExampleDatabase(LOCAL_DB), RedisExampleDatabase(client, key_prefix=b"gdn-fuzz:")
     )
-
-
-def budget_for(profile: str | None) -> Budget:
-    return BUDGETS.get(profile or "default", BUDGETS["dev"])
 
 
 def sized(budget: Budget) -> Budget:

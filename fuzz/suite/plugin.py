@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.generate.profiles import PROFILES, TIME_BOXES, budget_for, database, register_profiles
+from fuzz.generate.profiles import PROFILES, database, register_profiles, unknown_profile
 from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run import kernel_cache
 from fuzz.run.events import EventLog, path_for
@@ -236,7 +236,7 @@ def pytest_cmdline_main(config):
 def pytest_xdist_auto_num_workers(config):
     """-n auto on a GPU profile: the gdn-fuzz count (fuzz.run.workers); on a CPU profile, xdist's own."""
     profile = config.getoption("hypothesis_profile", None) or "dev"
-    if not _ours(config) or profile not in PROFILES or budget_for(profile).device == "cpu":
+    if not _ours(config) or profile not in PROFILES or PROFILES[profile].device == "cpu":
         return None
     try:
         return _workers(config, "auto")
@@ -247,7 +247,8 @@ def pytest_xdist_auto_num_workers(config):
 def _workers(config, value: str) -> int:
     from fuzz.run.workers import resolve
 
-    return resolve(value, budget_for(config.getoption("hypothesis_profile", None) or "dev").device)
+    profile = config.getoption("hypothesis_profile", None) or "dev"
+    return resolve(value, PROFILES[profile].device if profile in PROFILES else "cpu")  # configure refuses it
 
 
 @pytest.hookimpl(tryfirst=True)  # before Hypothesis's own, which meets an unknown profile with a traceback (exit 3)
@@ -259,13 +260,11 @@ def pytest_configure(config):
     # no profile: the dev profile's settings too, not Hypothesis's default (nor its own "ci" under $CI)
     profile = config.getoption("hypothesis_profile", None) or "dev"
     if profile not in PROFILES:
-        raise pytest.UsageError(
-            f"--hypothesis-profile={profile}: not a gdn-fuzz profile; expected one of {', '.join(PROFILES)}"
-        )
+        raise pytest.UsageError(f"--hypothesis-profile={profile}: {unknown_profile(profile)}")
     _check_numbers(config)
     _check_paths(config)
     _check_resume(config)
-    budget = budget_for(profile)
+    budget = PROFILES[profile].budget
     if budget.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before any target imports triton
     else:
@@ -319,7 +318,7 @@ def pytest_configure(config):
         isolate=config.getoption("gdn_isolate"),
         timeout=config.getoption("gdn_timeout"),
         test_seconds=given,
-        bound_seconds=None if given else TIME_BOXES[profile],
+        bound_seconds=None if given else PROFILES[profile].time_box,
         shrink_seconds=config.getoption("gdn_shrink_seconds"),
         examples=config.getoption("gdn_examples"),
         shrink=not config.getoption("gdn_no_shrink"),

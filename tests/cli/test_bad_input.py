@@ -62,6 +62,8 @@ def malformed_corpus(tmp_path):
     return make
 
 
+# the gate profile was ci's twin: "gate" now names the command alone
+GATE_IS_CI = "not a gdn-fuzz profile; expected one of ci, dev, h200, b200 (the gate profile is now ci)"
 USAGE_ERRORS = {
     "override that does not import": (["--gdn-target", "flashinfer=no.such.module"], "no.such.module"),
     "override of an unknown family": (["--gdn-target", "nosuch=json"], "unknown family"),
@@ -69,6 +71,7 @@ USAGE_ERRORS = {
     "one family overridden twice": (["--gdn-target", "sglang=a", "--gdn-target", "sglang=b"], "already sglang=a"),
     "required family that does not exist": (["--gdn-require=nosuch"], "--gdn-require: unknown family nosuch"),
     "unknown profile": (["--hypothesis-profile=nosuch"], "not a gdn-fuzz profile"),
+    "the gate profile, now ci": (["--hypothesis-profile=gate"], f"--hypothesis-profile=gate: {GATE_IS_CI}"),
     "seed that is no integer": (["--hypothesis-seed=abc"], "expected an integer"),
     "no examples": (["--gdn-examples=0"], "--gdn-examples=0: expected a number >= 1"),
     "no shards": (["--gdn-shards=0"], "--gdn-shards=0"),
@@ -175,6 +178,10 @@ CLI_ERRORS = {
     "gate on an unknown profile": (
         ["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--profile", "nosuch"],
         "--profile nosuch: not a gdn-fuzz profile",
+    ),
+    "gate on the gate profile, now ci": (
+        ["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--profile", "gate"],
+        f"--profile gate: {GATE_IS_CI}",
     ),
     "gate on an unknown family": (
         ["gate", "--baseline", sys.executable, "--candidate", sys.executable, "--families", "fla,nosuch"],

@@ -42,7 +42,7 @@ def result() -> gate.Result:
         s.returncode, s.seconds = 1, 12.5
         s.read(DATA / "gate")
     rows = gate.compare(*sides)
-    plan = gate.Plan("gate", ("flashinfer",), "decode", 20, ("--gdn-isolate",))
+    plan = gate.Plan("ci", ("flashinfer",), "decode", 20, ("--gdn-isolate",))
     return gate.Result(
         sides,
         plan,

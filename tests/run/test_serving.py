@@ -350,7 +350,7 @@ def test_findings_land_in_the_run_report(tmp_path):
 
 
 def test_the_profiles_bound_stops_a_serving_test_too(override):
-    """Without --gdn-test-seconds a fuzz test is bounded by its profile (profiles.TIME_BOXES); the serving test, whose
+    """Without --gdn-test-seconds a fuzz test is bounded by its profile (Profile.time_box); the serving test, whose
     rounds are their own engine, once ran past it. Past the bound no call is checked and no round starts."""
     from fuzz.run.report import RunReport
 

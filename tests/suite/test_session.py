@@ -82,13 +82,13 @@ def test_the_time_box_bounds_wall_time_and_stops_drawing(tmp_path):
 
 
 def test_without_a_time_box_the_profile_bounds_a_test_without_resizing_its_rounds(monkeypatch):
-    """A test given no --gdn-test-seconds used to run, and shrink, without bound (profiles.TIME_BOXES)."""
-    from fuzz.generate.profiles import budget_for
+    """A test given no --gdn-test-seconds used to run, and shrink, without bound (Profile.time_box)."""
+    from fuzz.generate.profiles import PROFILES
     from fuzz.suite.session import FuzzSession, Options, fuzz_test
     from fuzz.targets.registry import TARGETS
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    session = FuzzSession("ci", budget_for("ci"), Options(bound_seconds=3.0, examples=2000))  # unbounded: minutes
+    session = FuzzSession("ci", PROFILES["ci"].budget, Options(bound_seconds=3.0, examples=2000))  # unbounded: minutes
     target = next(t for t in TARGETS if t.name == "fla-recurrent")
     began = time.monotonic()
     session.run_test("fuzz/test_decode.py::test_decode[fla-recurrent]", target, "decode", fuzz_test("decode"))
