@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
     if not nodeids:
         print(f"gdn-fuzz hypofuzz: no fuzz test to run with pytest arguments {pytest_args}", file=sys.stderr)
         return 2
-    from fuzz.suite.plugin import visible_gpus
+    from fuzz.suite.device import visible_gpus
 
     gpus = visible_gpus()
     workers = args.workers or max(len(gpus), 1)

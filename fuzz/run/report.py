@@ -28,7 +28,7 @@ _CRASH_LINE = re.compile(r"\S+:\d+: (?:[\w.]+\.)?(\w+): ?(.*)", re.S)
 @dataclass(frozen=True)
 class FailedTest:
     """A failed test that is no fuzz finding (a corpus replay, a strict xfail that passed, an error in a fixture, a
-    crashed xdist worker's test), as pytest reported it (fuzz.suite.plugin.FailedTests)."""
+    crashed xdist worker's test), as pytest reported it (fuzz.suite.summary.RunSummary)."""
 
     test: str  # node id
     when: str  # the phase it failed in: setup, call or teardown

@@ -38,12 +38,12 @@ from fuzz.model.known_bugs import masked_reason
 from fuzz.run.events import EventLog
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.harness import check
-from fuzz.run.kernel_cache import KernelCache
 from fuzz.run.reduce import reduce
 from fuzz.run.report import FailureRecord, LoggedFailure, RunReport, TargetRow, live_log
 from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure
-from fuzz.run.worker import DEFAULT_TIMEOUT, WorkerPool, attributed
+from fuzz.run.worker import WorkerPool, attributed
+from fuzz.suite.options import Options
 from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds, seed_of
 from fuzz.targets.base import Target
 from fuzz.targets.unsupported import UnsupportedHere
@@ -52,28 +52,8 @@ CACHE_SIZE = 20_000  # results kept per session (a coordinate and a small result
 FIRST_ROUND = 10  # examples in a time-boxed test's first round, before its cost per example is known
 
 
-@dataclass(frozen=True)
-class Options:
-    """What the user chose for this run (pytest options), beside the profile."""
-
-    isolate: bool = False  # checks run in a restartable worker process (fuzz.run.worker)
-    timeout: float = DEFAULT_TIMEOUT  # seconds per isolated check before KernelHang
-    test_seconds: float | None = None  # time box per fuzz test
-    # Without a time box: the profile's bound on a test (profiles.TIME_BOXES), shrinking included. Past it no case is
-    # checked; unlike a time box it does not size the rounds, so a test that ends well within it draws as it did.
-    bound_seconds: float | None = None
-    shrink_seconds: float = 120.0  # how long a round may check new cases after its first failure
-    examples: int | None = None  # examples per fuzz test (None: the profile's max_examples)
-    shrink: bool = True
-    masks: str = "release"  # known-bug mask policy (fuzz.model.known_bugs.MASK_POLICIES)
-    live_log: Path | None = None  # every failing example appended as one JSON line, as it happens
-    seed: int | None = None  # --hypothesis-seed: the rounds' seeds derive from it
-    resume: Path | None = None  # an earlier run's live log, whose cut-off shrinks each test finishes first
-    kernel_cache: KernelCache | None = None  # where compiled kernels are kept (fuzz.run.kernel_cache)
-
-
 class FuzzSession:
-    def __init__(self, profile: str, budget: Budget, options: Options = Options()):
+    def __init__(self, profile: str, budget: Budget, options: Options = Options()):  # noqa: B008 (frozen)
         self.profile, self.budget, self.options = profile, sized(budget), options
         self.report = RunReport(profile, budget.device)
         self.report.kernel_cache = options.kernel_cache.describe() if options.kernel_cache else ""

@@ -26,7 +26,7 @@ from fuzz.model.guarded import GUARD_SLOTS
 from fuzz.run import memory
 from fuzz.run.harness import check
 from fuzz.standins.flashinfer_cpu import FlashInferCPU
-from fuzz.suite import plugin
+from fuzz.suite import device, plugin
 from fuzz.targets.registry import TARGETS, overridden
 from tests.child_pytest import python_run
 
@@ -249,7 +249,7 @@ def gpus(monkeypatch):
                 monkeypatch.delenv(name, raising=False)
             else:
                 monkeypatch.setenv(name, value)
-        plugin._select_gpu_for_xdist_worker()
+        device.select_for_xdist_worker()
         return os.environ.get("CUDA_VISIBLE_DEVICES")
 
     return select

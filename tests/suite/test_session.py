@@ -84,7 +84,8 @@ def test_the_time_box_bounds_wall_time_and_stops_drawing(tmp_path):
 def test_without_a_time_box_the_profile_bounds_a_test_without_resizing_its_rounds(monkeypatch):
     """A test given no --gdn-test-seconds used to run, and shrink, without bound (Profile.time_box)."""
     from fuzz.generate.profiles import PROFILES
-    from fuzz.suite.session import FuzzSession, Options, fuzz_test
+    from fuzz.suite.options import Options
+    from fuzz.suite.session import FuzzSession, fuzz_test
     from fuzz.targets.registry import TARGETS
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -130,3 +131,30 @@ def test_two_boxed_tests_of_one_operation_say_what_stopped_them_once():
     }
     (line,) = [line for line in report.summary_lines() if line.strip().startswith("t ")]
     assert line.endswith("prefill 3 (0 distinct) (stopped by its 60 s time box)"), line
+
+
+def test_each_option_is_one_row_that_pytest_registers_and_options_read_back():
+    """--gdn-* options are declared once (fuzz.suite.options): the rows pytest registers are the fields Options reads,
+    an alias sets its option, and a value out of its bound is one line."""
+    import argparse
+
+    from fuzz.generate.profiles import PROFILES
+    from fuzz.suite.options import Options, register
+
+    parser = argparse.ArgumentParser()
+    parser.addoption = parser.add_argument  # a pytest option group's method
+
+    def read(*argv: str) -> Options:
+        parsed = parser.parse_args(argv)
+        return Options.read(lambda name, default: getattr(parsed, name, default), PROFILES["ci"])
+
+    register(parser)
+    assert read() == Options(bound_seconds=300.0)  # the rows' defaults are the fields'; the bound is the profile's
+    chosen = read("--gdn-unmask", "--gdn-target", "fla=a", "--gdn-target", "sglang=b", "--gdn-examples=5")
+    assert (chosen.masks, chosen.targets, chosen.examples) == ("none", ("fla=a", "sglang=b"), 5)
+    boxed = read("--gdn-no-shrink", "--gdn-test-seconds=9", "--gdn-report=run.json")
+    assert (boxed.shrink, boxed.test_seconds, boxed.bound_seconds, boxed.report) == (False, 9.0, None, Path("run.json"))
+    with pytest.raises(ValueError, match=r"^--gdn-shrink-seconds=-1: expected a number >= 0$"):
+        read("--gdn-shrink-seconds=-1")
+    with pytest.raises(ValueError, match=r"^--gdn-live-log=/nonexistent/x: no directory /nonexistent to write it in$"):
+        read("--gdn-live-log=/nonexistent/x")
