@@ -20,10 +20,11 @@ Shapes (B requests, T tokens each, H qk heads, HV value heads, P pool slots), as
 Prefill packs tokens instead: q, k [N_tok, H, K], v [N_tok, HV, V], gates [N_tok, HV], cu_seqlens [N + 1].
 
 Contracts (PadContract, Precision, split write slots, token_slots, intermediate rows, disable_state_update, the
-caller's output buffer) mean exactly what they mean in reference.ops; arguments are validated by the same functions
-(reference.checks, called in the same order), with the same messages. Where several requests write one pool slot
-(padded rows redirected to slot 0, repeated slots) or one intermediate row, the last request wins, as in the
-sequential loop; for token_slots the order is (request, step).
+caller's output buffer) mean exactly what they mean in reference.ops; each call takes its reference.ops twin's own
+parameters (`_like`), and arguments are validated by the same functions (reference.checks, called in the same order),
+with the same messages. Where several requests write one pool slot (padded rows redirected to slot 0, repeated
+slots) or one intermediate row, the last request wins, as in the sequential loop; for token_slots the order is
+(request, step).
 
 What differs is what comes back. The pool is never cloned or converted: only the slots the contract reads are
 gathered, and the result is sparse (`SparseResult`: the output, the written slots with their new states, the
