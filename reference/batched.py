@@ -20,10 +20,11 @@ Shapes (B requests, T tokens each, H qk heads, HV value heads, P pool slots), as
 Prefill packs tokens instead: q, k [N_tok, H, K], v [N_tok, HV, V], gates [N_tok, HV], cu_seqlens [N + 1].
 
 Contracts (PadContract, Precision, split write slots, token_slots, intermediate rows, disable_state_update, the
-caller's output buffer) mean exactly what they mean in reference.ops; arguments are validated by the same functions
-(reference.checks, called in the same order), with the same messages. Where several requests write one pool slot
-(padded rows redirected to slot 0, repeated slots) or one intermediate row, the last request wins, as in the
-sequential loop; for token_slots the order is (request, step).
+caller's output buffer) mean exactly what they mean in reference.ops; each call takes its reference.ops twin's own
+parameters (`_like`), and arguments are validated by the same functions (reference.checks, called in the same order),
+with the same messages. Where several requests write one pool slot (padded rows redirected to slot 0, repeated
+slots) or one intermediate row, the last request wins, as in the sequential loop; for token_slots the order is
+(request, step).
 
 What differs is what comes back. The pool is never cloned or converted: only the slots the contract reads are
 gathered, and the result is sparse (`SparseResult`: the output, the written slots with their new states, the
@@ -54,14 +55,16 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from reference.checks import intermediate_inputs, offsets, one_token, packed_inputs, pool_inputs, verify_inputs
-from reference.contracts import EXACT, SKIP_PADDING, PadContract, Precision
-from reference.gates import Gates
-from reference.ops import Layout, PoolResult
+from reference.contracts import PadContract
+from reference.ops import PoolResult, decode, mtp_verify, prefill
 from reference.recurrence import gate_values, l2normalize
 
 
@@ -107,60 +110,34 @@ def to_pool_result(result: SparseResult, pool: torch.Tensor, intermediate: torch
     return PoolResult(result.output, new_pool, new_inter, result.written_slots, result.written_rows)
 
 
-def batched_decode(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    gates: Gates,
-    pool: torch.Tensor,
-    read_slots: torch.Tensor,
-    *,
-    write_slots: torch.Tensor | None = None,
-    scale: float | None = None,
-    use_l2norm: bool = True,
-    layout: Layout = "vk",
-    pad: PadContract = SKIP_PADDING,
-    precision: Precision = EXACT,
-    output: torch.Tensor | None = None,
-) -> SparseResult:
+def _like(definition: Callable) -> Callable:
+    """The batched twin of a reference.ops call: `definition`'s parameters (names, order, defaults), bound as there
+    and handed to the decorated body by keyword, so the two oracles take the same arguments by construction."""
+    sig = inspect.signature(definition).replace(return_annotation="SparseResult")
+
+    def twin(body: Callable) -> Callable:
+        @functools.wraps(body)
+        def call(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return body(**bound.arguments)
+
+        call.__signature__ = sig
+        return call
+
+    return twin
+
+
+@_like(decode)
+def batched_decode(q, k, v, gates, pool, read_slots, **options) -> SparseResult:
     """reference.ops.decode, batched: one token per request (T = 1), state written back to the pool."""
     one_token(q)
-    return batched_verify(
-        q,
-        k,
-        v,
-        gates,
-        pool,
-        read_slots,
-        write_slots=write_slots,
-        scale=scale,
-        use_l2norm=use_l2norm,
-        layout=layout,
-        pad=pad,
-        precision=precision,
-        output=output,
-    )
+    return batched_verify(q, k, v, gates, pool, read_slots, **options)
 
 
+@_like(mtp_verify)
 def batched_verify(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    gates: Gates,
-    pool: torch.Tensor,
-    read_slots: torch.Tensor,
-    *,
-    write_slots: torch.Tensor | None = None,
-    scale: float | None = None,
-    use_l2norm: bool = True,
-    layout: Layout = "vk",
-    pad: PadContract = SKIP_PADDING,
-    precision: Precision = EXACT,
-    disable_state_update: bool = False,
-    intermediate: torch.Tensor | None = None,
-    intermediate_rows: torch.Tensor | None = None,
-    token_slots: torch.Tensor | None = None,
-    output: torch.Tensor | None = None,
+    q, k, v, gates, pool, read_slots, *, precision, disable_state_update, token_slots, output, **serving
 ) -> SparseResult:
     """reference.ops.mtp_verify, batched: T tokens per request (shapes in the module doc).
 
@@ -173,45 +150,21 @@ def batched_verify(
     B, T, HV, V, flat = verify_inputs(q, k, v, gates, token_slots, disable_state_update)
     g, beta = gate_values(gates, precision)
     out = _serve(
-        flat(q),
-        flat(k),
-        flat(v),
-        flat(g),
-        flat(beta),
+        *(flat(x) for x in (q, k, v, g, beta)),
         [T] * B,
         pool,
         read_slots,
-        write_slots,
-        scale=scale,
-        use_l2norm=use_l2norm,
-        layout=layout,
-        pad=pad,
         precision=precision,
         write_back=not disable_state_update and token_slots is None,
-        intermediate=intermediate,
-        intermediate_rows=intermediate_rows,
         token_slots=token_slots,
         output=None if output is None else flat(output),
+        **serving,
     )
     return dataclasses.replace(out, output=out.output.reshape(B, T, HV, V))
 
 
-def batched_prefill(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    gates: Gates,
-    cu_seqlens: torch.Tensor,
-    pool: torch.Tensor,
-    read_slots: torch.Tensor,
-    *,
-    write_slots: torch.Tensor | None = None,
-    scale: float | None = None,
-    use_l2norm: bool = True,
-    layout: Layout = "vk",
-    pad: PadContract = SKIP_PADDING,
-    precision: Precision = EXACT,
-) -> SparseResult:
+@_like(prefill)
+def batched_prefill(q, k, v, gates, cu_seqlens, pool, read_slots, *, precision, **serving) -> SparseResult:
     """reference.ops.prefill, batched: sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1] of the packed inputs
     (q, k [N_tok, H, K], v [N_tok, HV, V], gates [N_tok, HV], cu_seqlens [N + 1]), starting from pool[read_slots[n]]
     and written back to pool[write_slots[n]] (default the same). An empty sequence reads, writes and stores nothing.
@@ -219,23 +172,8 @@ def batched_prefill(
     N_tok = packed_inputs(q, k, v, gates)
     g, beta = gate_values(gates, precision)
     cu = offsets(cu_seqlens, N_tok)
-    return _serve(
-        q,
-        k,
-        v,
-        g,
-        beta,
-        [b - a for a, b in zip(cu, cu[1:])],
-        pool,
-        read_slots,
-        write_slots,
-        scale=scale,
-        use_l2norm=use_l2norm,
-        layout=layout,
-        pad=pad,
-        precision=precision,
-        write_back=True,
-    )
+    lengths = [b - a for a, b in zip(cu, cu[1:])]
+    return _serve(q, k, v, g, beta, lengths, pool, read_slots, precision=precision, write_back=True, **serving)
 
 
 def _serve(
@@ -283,29 +221,15 @@ def _serve(
     to_vk = (lambda s: s) if layout == "vk" else (lambda s: s.transpose(-1, -2))
     requests = _Requests.of(read_slots, pad, dev)
     schedule = _Schedule.of(lengths, dev)
-    S = _initial_states(
-        pool,
-        schedule.by_length(requests.source),
-        schedule.by_length(requests.reads),
-        to_vk,
-        precision.compute,
-        pad.read == "slot0",
-    )  # [N, HV, V, K] in the compute dtype, loop order
+    source, reads = schedule.by_length(requests.source), schedule.by_length(requests.reads)
+    S = _initial_states(pool, source, reads, to_vk, precision.compute, pad.read == "slot0")  # [N, HV, V, K], loop order
     inter_buf = (
         None if intermediate is None else torch.empty((N, T) + state_shape, dtype=intermediate.dtype, device=dev)
     )
     token_buf = None if token_slots is None else torch.empty((N, T) + state_shape, dtype=pool.dtype, device=dev)
-    out = _loop(
-        S,
-        *_inputs(q, k, v, H, scale, use_l2norm, precision),
-        g,
-        beta,
-        schedule,
-        precision,
-        pool.dtype,
-        [buf for buf in (inter_buf, token_buf) if buf is not None],
-        to_vk,
-    )
+    keep = [buf for buf in (inter_buf, token_buf) if buf is not None]
+    qh, kh, vh = _inputs(q, k, v, H, scale, use_l2norm, precision)
+    out = _loop(S, qh, kh, vh, g, beta, schedule, precision, pool.dtype, keep, to_vk)
     out = _output(out, requests.skip, schedule.lens, pad, precision, output)
     slots, states = _pool_writes(
         schedule.batch_order(S),

@@ -244,15 +244,11 @@ def _serve(
     for n in range(N):
         tokens = slice(cu[n], cu[n + 1])
         read = int(read_slots[n])
-        padded = pad.is_pad(read)
-        if padded and pad.read in ("skip_zero", "skip_untouched"):
+        S0 = _initial_state(pool, read, pad, to_vk, c, (HV, V, K))
+        if S0 is None:  # the contract skips the request: no state read or written, its output zeroed or kept
             if pad.read == "skip_zero":
                 out[tokens] = 0
             continue
-        if padded and pad.read == "zero_state":
-            S0 = torch.zeros(HV, V, K, dtype=c, device=pool.device)
-        else:
-            S0 = to_vk(pool[0 if padded else read]).to(c)
         o, states = run_sequence(
             S0,
             precision.load(q[tokens]),
@@ -274,20 +270,37 @@ def _serve(
                 if not pad.is_pad(slot):
                     pool_out[slot] = to_vk(states[t]).to(pool.dtype)
                     written_slots.add(slot)
-        if not write_back or len(states) == 0:
-            continue
-        if padded and write_slots is None:  # one pool: a zero-state run is not written back; the read redirected
-            if pad.read == "zero_state":  # to slot 0 writes back there too, even where the sentinel makes 0 a pad
-                continue
-            write = 0
-        else:  # split pools follow the write slot (bf16 h0_out_indices, prefill output_state_indices)
-            write = read if write_slots is None else int(write_slots[n])
-            if pad.is_pad(write):
-                if pad.write == "skip":
-                    continue
-                write = 0
-        pool_out[write] = to_vk(states[-1]).to(pool.dtype)
-        written_slots.add(write)
+        write = _write_slot(pad, read, None if write_slots is None else int(write_slots[n]))
+        if write_back and len(states) and write is not None:
+            pool_out[write] = to_vk(states[-1]).to(pool.dtype)
+            written_slots.add(write)
     if precision.output is not None:
         out = out.to(precision.output)
     return PoolResult(out, pool_out, inter_out, frozenset(written_slots), frozenset(written_rows))
+
+
+def _initial_state(pool, read, pad, to_vk, c, state_shape):
+    """S0 [HV, V, K] in the compute dtype of a request that reads slot `read`: that slot, or for a padded read what
+    pad.read says: slot 0, zeros, or None where the request is skipped."""
+    if not pad.is_pad(read):
+        return to_vk(pool[read]).to(c)
+    if pad.read == "slot0":
+        return to_vk(pool[0]).to(c)
+    if pad.read == "zero_state":
+        return torch.zeros(state_shape, dtype=c, device=pool.device)
+    return None  # skip_zero, skip_untouched
+
+
+def _write_slot(pad, read, write):
+    """The slot a request's final state is written back to, None for none; `write` is its write slot (None: one pool).
+
+    One pool: a padded read that ran from zeros is not written back; one redirected to slot 0 writes back there, even
+    where the sentinel makes 0 a pad. Split pools follow the write slot (bf16 h0_out_indices, prefill
+    output_state_indices): a padded one is skipped or redirected to slot 0, as pad.write says."""
+    if write is None:
+        if not pad.is_pad(read):
+            return read
+        return None if pad.read == "zero_state" else 0
+    if pad.is_pad(write):
+        return None if pad.write == "skip" else 0
+    return write

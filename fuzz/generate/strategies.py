@@ -214,59 +214,37 @@ def large_buckets(
 def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), large: bool = False) -> Case:
     """A case for `op` on `target` inside what it declares, narrowed by the masks of the known bugs given. `large`:
     a pool whose requests' element offsets pass 2^31 or 2^32 (the int32 offset overflow class, signed or unsigned;
-    target.offset_bits), a bucket of large_plan that fits the budget's memory (large_buckets), few requests."""
+    target.offset_bits), a bucket of large_plan that fits the budget's memory (large_buckets), few requests.
+    The pieces below take `draw` itself (they are steps of this one strategy, not strategies of their own), so the
+    order and kind of the draws, and with them the cases a seed names, are those of one function."""
     sup = target.declared(bugs)
-    sem = target.semantics()
-    pick = lambda options: draw(st.sampled_from(options))
-    if large:
-        bucket = pick(large_buckets(target, op, budget, bugs)[0])
-    else:
-        planned = budget.plan_size and draw(st.integers(0, budget.open_every - 1)) < budget.open_every - 1
-        bucket = pick(bucket_plan(target.name, op, sup, budget)) if planned else draw_bucket(pick, sup, op, budget)
+    bucket = _bucket(draw, target, sup, op, budget, bugs, large)
     capped = budget.for_dims(bucket.K, bucket.V)  # heavy head dims on a CPU budget: fewer requests, a smaller pool
     straddle_B = MAX_STRADDLE_B if capped is budget else capped.max_B
     budget = capped
     H, HV, T = bucket.H, bucket.HV, bucket.T
     if H > 1 and sup.invalid_gva and not large and draw(st.integers(0, 19)) == 19:
         HV = H + 1  # illegal GVA ratio: every target must reject it cleanly
-    # Large: every request's offset past 2^(bits-1), where a signed offset wraps (to below the pool), or past 2^bits,
-    # where an unsigned one does (onto the pool's low slots: FlashInfer's fp32 pretranspose before 0.6.12). A large
-    # strided pool has the budget's widest gap: every large case of a bucket then has one pool geometry.
-    gap = max(budget.gaps) if large and bucket.strided else 0
-    bits = target.offset_bits()
-    past = draw(st.sampled_from((bits - 1, bits))) if large else 0
-    first, spare = (large_first_slot(bucket, gap, past), large_spare(bucket, gap, past)) if large else (0, 0)
+    gap, first, spare = _large_pool(draw, target, bucket, budget) if large else (0, 0, 0)
     most = min(budget.max_B, 4, spare) if large else budget.max_B
     B = draw(st.integers(min(sup.least_B(H, T), most), most))
     if not large:
         B = draw(straddle(target, bucket, B, H, HV, sup, straddle_B))
-    seqlens = ()
-    if op == "prefill":
-        max_T = min(budget.max_T, sup.max_T or budget.max_T)
-        seqlens = tuple(draw(st.lists(st.integers(0, max_T), min_size=B, max_size=B)))
-        if not sup.empty_prefill and not any(seqlens):
-            seqlens = (1, *seqlens[1:])
-        T = max(seqlens)
-    inter_rows = inter_steps = inter_spare = 0
-    if bucket.buffer:
-        inter_rows = B if sup.exact_rows or not sup.spare_rows else B + draw(st.integers(0, 3))
-        inter_steps, inter_spare = T + bucket.spare_steps, bucket.sliced
-    inter_index = None
-    if inter_rows and sup.explicit_rows and draw(st.booleans()):
-        rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
-        inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
+    seqlens = _seqlens(draw, sup, budget, B) if op == "prefill" else ()
+    T = max(seqlens) if op == "prefill" else T
+    inter = _intermediate(draw, sup, bucket, B, T)
     slots = draw(
         slot_maps(
             sup,
-            sem,
+            target.semantics(),
             B,
             T,
             op,
-            bucket.update and not inter_rows,
+            bucket.update and not inter["inter_rows"],
             budget,
             first,
             spare,
-            buffered=bool(inter_rows),
+            buffered=bool(inter["inter_rows"]),
             writes=bucket.writes,
             capacity=bucket.capacity,
         )
@@ -283,10 +261,7 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
         seqlens=seqlens,
         seed=draw(st.integers(0, 2**32 - 1)),
         **slots,
-        inter_rows=inter_rows,
-        inter_steps=inter_steps,
-        inter_spare_steps=inter_spare,
-        inter_index=inter_index,
+        **inter,
         **bucket.dtypes,
         gate=draw(st.sampled_from(sup.gate_regimes)),
         scale=draw(st.sampled_from(budget.scales)),
@@ -296,6 +271,52 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
         warm_pool=draw(st.integers(1, budget.max_pool)) if warm else 0,
         output_given=bucket.output_given,
     )
+
+
+def _bucket(draw, target: TargetView, sup: Support, op: str, budget: Budget, bugs: tuple, large: bool) -> Bucket:
+    """The case's compile bucket: one of the large plan's that fit, or, on a planned budget, one of bucket_plan's
+    (all but one case in Budget.open_every), else one drawn from the whole bucket space (`sup`, the target's support
+    narrowed by `bugs`)."""
+    pick = lambda options: draw(st.sampled_from(options))
+    if large:
+        return pick(large_buckets(target, op, budget, bugs)[0])
+    planned = budget.plan_size and draw(st.integers(0, budget.open_every - 1)) < budget.open_every - 1
+    return pick(bucket_plan(target.name, op, sup, budget)) if planned else draw_bucket(pick, sup, op, budget)
+
+
+def _large_pool(draw, target: TargetView, bucket: Bucket, budget: Budget) -> tuple[int, int, int]:
+    """(gap, first slot, spare slots) of a large case's pool. Every request's offset lies past 2^(bits-1), where a
+    signed offset wraps (to below the pool), or past 2^bits, where an unsigned one does (onto the pool's low slots:
+    FlashInfer's fp32 pretranspose before 0.6.12). A large strided pool has the budget's widest gap: every large case
+    of a bucket then has one pool geometry."""
+    gap = max(budget.gaps) if bucket.strided else 0
+    bits = target.offset_bits()
+    past = draw(st.sampled_from((bits - 1, bits)))
+    return gap, large_first_slot(bucket, gap, past), large_spare(bucket, gap, past)
+
+
+def _seqlens(draw, sup: Support, budget: Budget, B: int) -> tuple[int, ...]:
+    """Prefill's B sequence lengths, empty ones among them; not all empty where the target refuses that."""
+    max_T = min(budget.max_T, sup.max_T or budget.max_T)
+    seqlens = tuple(draw(st.lists(st.integers(0, max_T), min_size=B, max_size=B)))
+    if not sup.empty_prefill and not any(seqlens):
+        seqlens = (1, *seqlens[1:])
+    return seqlens
+
+
+def _intermediate(draw, sup: Support, bucket: Bucket, B: int, T: int) -> dict:
+    """The intermediate buffer's Case fields: rows (B, or B and up to 3 spare), steps (T and the bucket's spare
+    steps), the steps its view leaves out, and now and then explicit rows per request (-1: none); zeros without a
+    buffer."""
+    inter_rows = inter_steps = inter_spare = 0
+    if bucket.buffer:
+        inter_rows = B if sup.exact_rows or not sup.spare_rows else B + draw(st.integers(0, 3))
+        inter_steps, inter_spare = T + bucket.spare_steps, bucket.sliced
+    inter_index = None
+    if inter_rows and sup.explicit_rows and draw(st.booleans()):
+        rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
+        inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
+    return dict(inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index)
 
 
 MAX_STRADDLE_B = 1100  # a threshold that needs more requests than this is left to larger budgets

@@ -424,25 +424,8 @@ class FlashInferCPU:
         )
         cu = cu_seqlens.tolist()
         N = len(cu) - 1
-        ones = torch.ones(total, HV)
-        g, beta = ones if g is None else g, ones if beta is None else beta
-        assert g.dtype == beta.dtype == torch.float32 and g.shape == beta.shape == (total, HV), (
-            f"g, beta must be fp32 [{total}, {HV}]"
-        )
-        g = torch.exp(g) if gate_domain == "log" else g
-        split = output_state_indices is not None
-        assert not split or (state_indices is not None and output_state is not None and output_final_state), (
-            "output_state_indices requires state_indices, an output_state pool and output_final_state=True"
-        )
-        if state_indices is None:  # sequence-ordered states [N, HV, V, K]
-            state_indices = torch.arange(N)
-        elif output_final_state and output_state is None:
-            raise ValueError("state_indices requires an explicit output_state pool")
-        for name, idx in (("state_indices", state_indices), ("output_state_indices", output_state_indices)):
-            assert idx is None or (idx.shape == (N,) and idx.dtype in _INDEX), f"{name} must be int32/int64 [{N}]"
-        read = state_indices.long()
-        if not split and bool((read < 0).any()):  # the kernel would read before the pool
-            raise ValueError("state_indices: -1 needs output_state_indices")
+        g, beta = self._prefill_gates(g, beta, (total, HV), gate_domain)
+        read = self._prefill_reads(N, state_indices, output_state_indices, output_state, output_final_state)
         S = torch.zeros(N, HV, V, K, device=q.device)  # one running state per sequence; read id -1: the zero state
         if initial_state is not None:
             assert initial_state.shape[1:] == (HV, V, K), f"initial_state must be [*, {HV}, {V}, {K}]"
@@ -462,12 +445,45 @@ class FlashInferCPU:
                 out[i] = o[0].to(out.dtype)
         if not output_final_state:
             return out
+        return out, self._prefill_store(S, read, output_state_indices, output_state, cu_seqlens)
+
+    def _prefill_gates(self, g, beta, shape, gate_domain):
+        """chunk_gated_delta_rule's g as the linear alpha, and beta: fp32 `shape` [tokens, HV], ones where not given."""
+        ones = torch.ones(shape)
+        g, beta = ones if g is None else g, ones if beta is None else beta
+        assert g.dtype == beta.dtype == torch.float32 and g.shape == beta.shape == shape, (
+            f"g, beta must be fp32 [{shape[0]}, {shape[1]}]"
+        )
+        return torch.exp(g) if gate_domain == "log" else g, beta
+
+    def _prefill_reads(self, N, state_indices, output_state_indices, output_state, output_final_state):
+        """chunk_gated_delta_rule's pool arguments, checked: the slot each of the N sequences reads (int64; -1, the
+        zero state, only beside output_state_indices); the sequence's own index without state_indices."""
+        split = output_state_indices is not None
+        assert not split or (state_indices is not None and output_state is not None and output_final_state), (
+            "output_state_indices requires state_indices, an output_state pool and output_final_state=True"
+        )
+        if state_indices is None:  # sequence-ordered states [N, HV, V, K]
+            state_indices = torch.arange(N)
+        elif output_final_state and output_state is None:
+            raise ValueError("state_indices requires an explicit output_state pool")
+        for name, idx in (("state_indices", state_indices), ("output_state_indices", output_state_indices)):
+            assert idx is None or (idx.shape == (N,) and idx.dtype in _INDEX), f"{name} must be int32/int64 [{N}]"
+        read = state_indices.long()
+        if not split and bool((read < 0).any()):  # the kernel would read before the pool
+            raise ValueError("state_indices: -1 needs output_state_indices")
+        return read
+
+    def _prefill_store(self, S, read, output_state_indices, output_state, cu_seqlens):
+        """The final states S [N, HV, V, K] stored into output_state (a new [N, HV, V, K] when not given) at the write
+        slots, an empty sequence storing nothing; returns output_state."""
         if output_state is None:
-            output_state = torch.empty(N, HV, V, K, device=q.device)
-        slot, written = self.write_slot("prefill", read, output_state_indices.long() if split else None)
+            output_state = torch.empty(S.shape, device=S.device)
+        write = None if output_state_indices is None else output_state_indices.long()
+        slot, written = self.write_slot("prefill", read, write)
         written &= (cu_seqlens[1:] > cu_seqlens[:-1]).to(written.device)  # an empty sequence stores nothing
         self.store_pool(output_state, slot[written], S[written])
-        return out, output_state
+        return output_state
 
 
 _DEFAULT = FlashInferCPU()

@@ -243,6 +243,48 @@ class FlashInferSM100CPU(FlashInferCPU):
         null_block_id=-1,
         backend="auto",
     ):
+        """ReplaySSM commit (the module doc): each accepted row's window replayed into its checkpoint slot, every
+        layer, with the tracked step's state copied out where asked."""
+        caches = (checkpoint_state, rawv_cache, rawk_cache, g_cache, beta_cache)
+        tracking = (track_state_indices, track_steps)
+        has_track = self._commit_inputs(
+            caches, state_indices, accept_lens, tracking, use_qk_l2norm, null_block_id, backend
+        )
+        L, T = checkpoint_state.shape[0], rawk_cache.shape[3]
+        hmap = self.head_map(rawk_cache.shape[2], checkpoint_state.shape[2])
+        B = state_indices.shape[0]
+        tracks = list(zip(track_state_indices.tolist(), track_steps.tolist())) if has_track else [None] * B
+        for slot, accepted, track in zip(state_indices.tolist(), accept_lens.tolist(), tracks):
+            if slot <= null_block_id or accepted <= 0:
+                continue
+            if accepted > T:  # the kernel would read past the window (a caller contract, unchecked there)
+                raise ValueError(f"accept_lens must lie in [0, {T}], got {accepted}")
+            for layer in range(L):
+                on_track = None
+                if track is not None and track[0] > null_block_id:
+
+                    def on_track(S, dst=(layer, track[0])):
+                        self.store_pool(checkpoint_state, dst, S)
+
+                S = self.commit_row(
+                    checkpoint_state[layer, slot].float(),
+                    rawk_cache[layer, slot],
+                    rawv_cache[layer, slot],
+                    g_cache[layer, slot],
+                    beta_cache[layer, slot],
+                    hmap,
+                    accepted,
+                    use_qk_l2norm,
+                    None if on_track is None else (track[1], on_track),
+                )
+                self.store_pool(checkpoint_state, (layer, slot), S)
+
+    def _commit_inputs(self, caches, state_indices, accept_lens, tracking, use_qk_l2norm, null_block_id, backend):
+        """gated_delta_rule_replayssm_commit's host checks, in the kernel's order: `caches` (checkpoint_state,
+        rawv_cache, rawk_cache, g_cache, beta_cache), `tracking` (track_state_indices, track_steps). Returns whether
+        steps are tracked."""
+        checkpoint_state, rawv_cache, rawk_cache, g_cache, beta_cache = caches
+        track_state_indices, track_steps = tracking
         if rawk_cache.ndim != 5:
             raise ValueError("rawk_cache must be [layers, slots, H, T, K]")
         if checkpoint_state.ndim != 5:
@@ -295,32 +337,7 @@ class FlashInferSM100CPU(FlashInferCPU):
                 raise ValueError(f"{name} must have a 16-byte aligned base address")
         if backend == "tcgen05" and not (4 <= T <= 8 and use_qk_l2norm and not has_track):
             raise ValueError("tcgen05 commit requires normalized T=4..8 without tracking")
-        hmap = self.head_map(H, HV)
-        tracks = list(zip(track_state_indices.tolist(), track_steps.tolist())) if has_track else [None] * B
-        for slot, accepted, track in zip(state_indices.tolist(), accept_lens.tolist(), tracks):
-            if slot <= null_block_id or accepted <= 0:
-                continue
-            if accepted > T:  # the kernel would read past the window (a caller contract, unchecked there)
-                raise ValueError(f"accept_lens must lie in [0, {T}], got {accepted}")
-            for layer in range(L):
-                on_track = None
-                if track is not None and track[0] > null_block_id:
-
-                    def on_track(S, dst=(layer, track[0])):
-                        self.store_pool(checkpoint_state, dst, S)
-
-                S = self.commit_row(
-                    checkpoint_state[layer, slot].float(),
-                    rawk_cache[layer, slot],
-                    rawv_cache[layer, slot],
-                    g_cache[layer, slot],
-                    beta_cache[layer, slot],
-                    hmap,
-                    accepted,
-                    use_qk_l2norm,
-                    None if on_track is None else (track[1], on_track),
-                )
-                self.store_pool(checkpoint_state, (layer, slot), S)
+        return has_track
 
 
 _DEFAULT = FlashInferSM100CPU()

@@ -12,8 +12,8 @@ so they are imported (fuzz.targets.wheel_import's mechanics) behind these stubs 
 - ``sglang.srt.utils.common.torch_release``: ``fla/utils.py`` picks its device-context helper by it;
 - ``sglang.kernels.jit.utils.is_arch_support_pdl``: sm90+ CUDA turns on PDL launches; False when interpreted;
 - interpreter only: ``fla/op.py`` binds ``exp = tl.exp``, a bare builtin that TRITON_INTERPRET=1 rejects
-  ("Did you forget to add @triton.jit"), so op.exp/exp2/log/log2 become @triton.jit wrappers before
-  ``fused_recurrent`` imports ``exp``;
+  ("Did you forget to add @triton.jit"), so op.exp becomes a @triton.jit wrapper before ``fused_recurrent`` imports
+  it (the one op.py function the loaded kernels use);
 - CPU-only hosts: ``input_guard`` enters ``custom_device_ctx`` = ``torch.cpu.device``, which does not exist,
   so it becomes a nullcontext.
 
@@ -83,7 +83,7 @@ def load_sglang_kernels() -> SglangKernels:
     with import_errors_as(SglangUnavailable, f"sglang {version} at {root}", __name__):
         op = importlib.import_module(f"{fla}.op")
         if triton.knobs.runtime.interpret:
-            op.exp, op.exp2, op.log, op.log2 = (jit_math()[name] for name in ("exp", "exp2", "log", "log2"))
+            op.exp = jit_math()["exp"]
         utils = importlib.import_module(f"{fla}.utils")
         if not hasattr(utils.device_torch_lib, "device"):
             utils.custom_device_ctx = lambda index: contextlib.nullcontext()

@@ -82,25 +82,18 @@ def _package(name: str, root: Path) -> types.ModuleType:
 
 @functools.cache
 def jit_math() -> types.MappingProxyType:
-    """exp, exp2, log, log2 as @triton.jit wrappers of tl's builtins. fla-style `op.py` files bind `exp = tl.exp`, a
-    bare builtin that TRITON_INTERPRET=1 rejects when a kernel calls it through the module ("Did you forget to add
-    @triton.jit"); the loaders put these in its place. Decorated at the first call, as the kernel files are: Triton
-    decides at decoration whether a function is interpreted."""
+    """exp and log as @triton.jit wrappers of tl's builtins (the op.py functions the loaded kernels call: exp for
+    SGLang's, exp and log for vLLM's). fla-style `op.py` files bind `exp = tl.exp`, a bare builtin that
+    TRITON_INTERPRET=1 rejects when a kernel calls it through the module ("Did you forget to add @triton.jit"); the
+    loaders put these in its place. Decorated at the first call, as the kernel files are: Triton decides at decoration
+    whether a function is interpreted."""
 
     @triton.jit
     def exp(x):
         return tl.exp(x)
 
     @triton.jit
-    def exp2(x):
-        return tl.exp2(x)
-
-    @triton.jit
     def log(x):
         return tl.log(x)
 
-    @triton.jit
-    def log2(x):
-        return tl.log2(x)
-
-    return types.MappingProxyType({"exp": exp, "exp2": exp2, "log": log, "log2": log2})
+    return types.MappingProxyType({"exp": exp, "log": log})
