@@ -3,8 +3,13 @@
 A fuzz test is a Hypothesis test (`fuzz_test`) run in rounds (`FuzzSession.run_test`) by the suite's rounds engine
 (fuzz.suite.rounds): each round is one Hypothesis run of the test body with its own seed, sized to the examples and
 seconds left, raising only failures whose key no earlier round reported, so each distinct failure is shrunk on its
-own. Past the time box (--gdn-test-seconds) a case not checked before is not checked (Hypothesis finishes the round
-on draws alone). Results are cached per case, so a case Hypothesis replays (its final replay of a shrunk failure, or a
+own. Control runs one way: the plugin's pytest_pyfunc_call -> `FuzzSession.run_test`, which hands the engine a
+`Plan` (the body, its seed, what a round's new failures become: `_reported`) -> `run_rounds`, which runs each round
+-> the body: draw a Case, `example` (cached, time-boxed) -> `check` (fuzz.run.harness, or an isolated worker) ->
+CheckResult.
+
+Past the time box (--gdn-test-seconds) a case not checked before is not checked (Hypothesis finishes the round on
+draws alone). Results are cached per case, so a case Hypothesis replays (its final replay of a shrunk failure, or a
 case drawn again) is not run twice and gives the same verdict.
 
 The session is kept on pytest's config (fuzz.suite.plugin.session_of); the plugin hands it to each fuzz test beside
