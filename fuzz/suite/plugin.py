@@ -244,7 +244,7 @@ def pytest_pyfunc_call(pyfuncitem):
     if session.options.sanitize:
         from fuzz.run.sanitize import sanitize_records
 
-        sanitize_records(target, found, target.device(session.budget.device))
+        sanitize_records(target, found, session.budget.device)
     if directory := session.options.corpus_out:
         from fuzz.run.corpus import save_failure
         from fuzz.run.environment import environment

@@ -183,7 +183,7 @@ def serving_test():
                 target,
                 session.budget,
                 bugs,
-                target.device(session.budget.device),
+                session.budget.device,
                 test,
                 examples=max(1, calls // STEPS),
                 shrink=options.shrink,

@@ -148,7 +148,7 @@ class FuzzSession:
         return result
 
     def check(self, target: Target, case: Case) -> CheckResult:
-        device = target.device(self.budget.device)
+        device = self.budget.device
         return (
             self.workers.check(target, case, device, self.options.timeout)
             if self.options.isolate
@@ -169,7 +169,7 @@ class FuzzSession:
         """Run the fuzz test `test_fn` (fuzz_test's) in rounds (fuzz.suite.rounds); return its distinct shrunk
         failures."""
         if self.options.isolate:  # the worker's start (interpreter, torch, CUDA) is not the test's time
-            self.workers.worker_for(target.device(self.budget.device), self.options.timeout).ensure_started()
+            self.workers.worker_for(self.budget.device, self.options.timeout).ensure_started()
         options = self.options
         test = self._test = TestRun.start(
             nodeid, target, op, options.test_seconds, options.shrink_seconds, options.bound_seconds, report=self.report
@@ -200,7 +200,7 @@ class FuzzSession:
         """Report a distinct failure: its minimal case re-checked, and an isolated crash attributed to the call that
         makes it (fuzz.run.worker.attributed: fresh workers, CUDA_LAUNCH_BLOCKING=1)."""
         if self.options.isolate and failure.kind == "KernelCrash":
-            failure = attributed(test.target, failure, test.target.device(self.budget.device), self.options.timeout)
+            failure = attributed(test.target, failure, self.budget.device, self.options.timeout)
         record = test.failure_record(failure, minimal=self.options.shrink)
         record.reproduced_on_rerun = self.check(test.target, failure.case).failure is not None
         test.reported[failure.key] = record

@@ -190,9 +190,6 @@ class Target:
         """What this target's `needs` are looked up on (the family's API unless a target loads more)."""
         return self.family.api()
 
-    def device(self, profile_device: str) -> str:
-        return profile_device
-
     def offset_bits(self) -> int:
         """The integer width the kernels' element offsets may wrap at: 32 (the int32 overflow class), unless the
         loaded API declares OFFSET_BITS (a CPU stand-in modelling the class at a width a CPU can allocate)."""
