@@ -54,7 +54,7 @@ class Family:
     name: str
     functions: tuple[str, ...]
     override: str | None = None  # "module.path" or "module.path:attribute"
-    # wraps the loaded API where the adapters look their functions up (fuzz.export.recorded: a recording proxy)
+    # wraps the loaded API where the adapters look their functions up (fuzz.export.call.tapping: a recording proxy)
     tap: Callable[[object], object] | None = field(default=None, repr=False)
     _api: object = field(default=None, repr=False)
     _error: str | None = field(default=None, repr=False)
