@@ -227,3 +227,20 @@ def test_the_accepted_count_selects_the_read_slot():
         check(OracleTarget(sem=VLLM, reads=first_column), VLLM_CASE, "cpu")
     with pytest.raises(failures.PoolCorruption, match="slot 1 changed"):
         check(OracleTarget(sem=VLLM, fault=lambda t: t.pool.view[1].fill_(3.0)), VLLM_CASE, "cpu")
+
+
+def test_a_clean_rejection_is_right_on_an_edge_whose_contract_asks_for_one():
+    """accepted-zero: the row names no starting state; a clean error (or a skip) is the right answer. A rejection of a
+    plain case, or of an edge whose contract says skip, is still RejectedValidInput."""
+
+    def refuse(t):
+        raise ValueError("num_accepted_tokens must be in 1..T")
+
+    skipped = VLLM_CASE.replace(read_slots=(0, 0, 7), accepted=(0, 1, 1), edge="accepted-zero")
+    check(OracleTarget(sem=VLLM, fault=refuse), skipped, "cpu")
+    check(OracleTarget(sem=VLLM), skipped, "cpu")  # the row skipped: no state I/O on its live slots 4, 5, 6
+    with pytest.raises(failures.PoolCorruption, match="slot 4 changed"):
+        check(OracleTarget(sem=VLLM, fault=lambda t: t.pool.view[4].fill_(3.0)), skipped, "cpu")
+    for case in (VLLM_CASE, VLLM_CASE.replace(edge="slot-zero")):
+        with pytest.raises(failures.RejectedValidInput, match="num_accepted_tokens"):
+            check(OracleTarget(sem=VLLM, fault=refuse), case, "cpu")
