@@ -19,6 +19,8 @@ _READ = {  # reference.contracts.PadContract.read
     "skip_untouched": "is skipped (no state read or write) and its output row left as the caller had it",
     "slot0": "reads and writes back slot 0 (a sacrificial slot); its output row is undefined",
     "zero_state": "runs from a zero state (its output is defined) and stores nothing unless a write slot says where",
+    "discard": "reads and writes no live slot; its output and intermediate rows are undefined (the engine discards "
+    "them)",
 }
 _WRITE = {"skip": "skips the store", "slot0": "stores to slot 0"}
 _INDEX = {"i32": "int32", "i64": "int64"}
