@@ -20,6 +20,19 @@ _READ = {  # reference.contracts.PadContract.read, as what a padded request does
 _OURS = re.compile(r"H200|B200|campaign|masks|docs/|gate run|probe|shrink|gdn-fuzz|corpus|generator|as found", re.I)
 
 
+def seen_on(description: str) -> str:
+    """The GPU a corpus description says the finding was seen on ('an NVIDIA H200'), else ''."""
+    gpu = re.search(r"\b([HB][12]00)\b", description)
+    return f"an NVIDIA {gpu.group(1)}" if gpu else ""
+
+
+def majors(gpu: tuple[int, ...]) -> str:
+    """Compute capability majors in words: '9.x to 12.x', '10.x'."""
+    if len(gpu) > 2 and list(gpu) == list(range(gpu[0], gpu[-1] + 1)):
+        return f"{gpu[0]}.x to {gpu[-1]}.x"
+    return " or ".join(f"{m}.x" for m in gpu)
+
+
 def case_words(case: Case) -> str:
     """'decode: B=2 requests x T=1 token, H=1 q/k heads, HV=1 value heads, K=8, V=16; bf16 inputs, fp32 state'."""
     what = {"decode": "decode", "verify": "verify (multi-token)", "prefill": "prefill (varlen)"}[case.op]
@@ -38,22 +51,26 @@ def expectation(case: Case, sem: Semantics, names: dict[str, str]) -> str:
             f"HV={case.HV} value heads with H={case.H} q/k heads: HV must be a multiple of H (each q/k head serves "
             "HV / H value heads), so the call should raise instead of computing with some head map."
         )
-    pool, inter = f"`{names.get('pool', 'the state pool')}`", f"`{names.get('inter', 'the intermediate buffer')}`"
+    pool, inter = names.get("pool", "pool"), names.get("inter", "intermediate")
+    slots, rows = names.get("slots", "slots"), names.get("rows")
     sentinel = "-1" if sem.pad.sentinel == "negative" else "0"
-    text = f"Each request n starts from the state in its pool slot of {pool}"
+    text = f"Each request n starts from the state `{pool}[{slots}[n]]`"
     if case.op != "prefill" and not case.update:
         text += " and, with state updates disabled, writes no state back"
     else:
-        text += " and writes its final state back " + ("to its write slot" if case.write_slots else "there")
+        text += " and writes its final state back " + (
+            f"to `{pool}[{names.get('write_slots', 'write_slots')}[n]]`" if case.write_slots else "there"
+        )
     if case.token_slots is not None:
         text += " (with per-token slots: the state after each token to that token's slot)"
     text += "."
     if any(case.padded):
         text += f" A request whose slot index is {sentinel} is padding: it {_READ[sem.pad.read]}."
     if case.inter_rows:
+        row = f"{rows}[n]" if rows else "n"
         text += (
-            f" Its state after token t goes to {inter}[row, t] for t < T={case.T}; every other row and step of "
-            f"{inter} keeps what the caller put there."
+            f" Its state after token t goes to `{inter}[{row}, t]` for t < T={case.T}; every other row and step of "
+            f"`{inter}` keeps what the caller put there."
         )
     return text + (
         " Every other pool slot, and the memory around each buffer, keeps its bits. Outputs and states match the "
@@ -65,7 +82,7 @@ def expectation(case: Case, sem: Semantics, names: dict[str, str]) -> str:
 def cleaned(description: str, function: str) -> str:
     """A corpus description without the function name it may open with and the clauses about how gdn-fuzz found it
     (the campaign, the GPU run, the value generator)."""
-    text = description.removeprefix(f"{function}: ")
+    text = description.removeprefix(f"{function}: ").removeprefix(f"{function} ")
     text = re.sub(r"\s*\([^()]*\)", lambda m: "" if _OURS.search(m.group()) else m.group(), text)
     pieces = [p for p in re.split(r";\s+", text) if not _OURS.search(p)]
     return "; ".join(pieces).strip().rstrip(".")

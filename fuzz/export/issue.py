@@ -98,7 +98,7 @@ def issue_body(exported: Export, script: Path, case: Case, entry: corpus.Entry |
     sections = [
         f"# {title}",
         "",
-        f"`{call.function}` {_KINDS.get(kind, 'misbehaves')} on the call below: {what}.{_held(bug, entry, dist)}",
+        f"{_summary(call.function, kind, what)}{_held(bug, entry, dist)}",
         "",
         f"**Expected.** {describe.expectation(case, exported.recorded.semantics, exported.names)}",
         "",
@@ -122,10 +122,12 @@ def issue_body(exported: Export, script: Path, case: Case, entry: corpus.Entry |
         "buffers are views into larger NaN-filled allocations, hence their offsets, so a write outside them shows):",
         "",
         *call.table(),
+        *_strided(call),
         "",
         "### Environment",
         "",
         *_environment(exported, here, entry),
+        "",
         "",
     ]
     body, text = "\n".join(sections), script.read_text()
@@ -145,6 +147,13 @@ def _what(kind: str, bug, entry: corpus.Entry | None, function: str) -> str:
     return f"{kind or 'the outcome'} as the script prints it"
 
 
+def _summary(function: str, kind: str, what: str) -> str:
+    """'`function` <what goes wrong, in words>, on the call below: <what>.' (once where `what` says it already)."""
+    if what.split(" ", 1)[0] in ("accepts", "rejects", "raises", "returns", "writes", "outputs", "fails"):
+        return f"`{function}` {what}, on the call below."
+    return f"`{function}` {_KINDS.get(kind, 'misbehaves')}, on the call below: {what}."
+
+
 def _title(what: str, limit: int = 100) -> str:
     """The first clause of `what`, at most `limit` characters."""
     first = re.split(r":\s|;\s|, so |\s\(", what, maxsplit=1)[0].strip()
@@ -152,13 +161,31 @@ def _title(what: str, limit: int = 100) -> str:
 
 
 def _held(bug, entry: corpus.Entry | None, dist: str) -> str:
+    gpu = describe.seen_on(entry.description) if entry is not None else ""
+    on = f", on {gpu}" if gpu else ""
     if bug is not None:
-        seen = f" (seen on {', '.join(bug.seen_on)})" if bug.seen_on else ""
+        seen = f" (seen on {', '.join(bug.seen_on)}{on})" if bug.seen_on else ""
         fixed = f"; {bug.fixed_in} fixes it" if bug.fixed_in else ""
         return f" It holds for {dist} {bug.releases}{seen}{fixed}."
     if entry is not None and str(entry.versions):
-        return f" It holds for {dist} {entry.versions}."
+        return f" It holds for {dist} {str(entry.versions).removeprefix('==')}{f' (seen{on})' if on else ''}."
     return ""
+
+
+def _strided(call) -> list[str]:
+    """The tensor arguments that are not contiguous, in words (a maintainer's first question about a view)."""
+    notes = []
+    for key, value in call.arguments:
+        shape, strides = getattr(value, "shape", None), getattr(value, "strides", None)
+        if shape is None:
+            continue
+        dense, size = [], 1
+        for dim in reversed(shape):
+            dense.insert(0, size)
+            size *= dim
+        if any(d > 1 and s != c for d, s, c in zip(shape, strides, dense)):
+            notes.append(f"`{key}` (strides {strides}; a contiguous one would have {tuple(dense)})")
+    return ["", f"Not contiguous: {'; '.join(notes)}."] if notes else []
 
 
 def _actual(status: int, verdict: str, target, here: dict, exported: Export) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fuzz.export import embed, recording, release, shake, snippets, standalone
+from fuzz.export import describe, embed, recording, release, shake, snippets, standalone
 from fuzz.export.top import Top, top
 from fuzz.judge.tolerance import tolerance
 from fuzz.model.case import DTYPE_NAMES, TORCH_DTYPES, Case
@@ -298,22 +298,23 @@ def _pretty(requires: dict) -> str:
 
 
 def _docstring(title, target, entry, note, name, requirement, gpu, library_module) -> str:
-    lines = textwrap.wrap(title + ".", WIDTH)
-    if entry is not None and entry.expect != "pass":
-        held = f"{release.distribution(target)} {entry.versions}" if str(entry.versions) else "every release"
-        lines += textwrap.wrap(f"Expected: {entry.expect} (on {held}).", WIDTH)
+    wrap = lambda text: textwrap.wrap(text, WIDTH, break_on_hyphens=False)
+    lines = wrap(title + ".")
+    if entry is not None:
+        outcome = "NOT REPRODUCED" if entry.expect == "pass" else f"REPRODUCED: {entry.expect}"
+        held = str(entry.versions).removeprefix("==") or "every release"
+        lines += wrap(f"Expected outcome: {outcome} (on {release.distribution(target)} {held}).")
     if note:
-        lines += textwrap.wrap(f"Note: {note}", WIDTH)
+        lines += wrap(f"Note: {note}")
     needs = f"torch, {requirement}" if requirement else f"torch; the library is {library_module}, below"
     if gpu:
-        needs += f"; a CUDA GPU, compute capability {' or '.join(f'{m}.x' for m in gpu)}"
+        needs += f"; a CUDA GPU, compute capability {describe.majors(gpu)}"
     elif isinstance(target, TritonTarget) and not library_module:
         needs += ", numpy; on a CPU it runs Triton interpreted"
-    lines += [""] + textwrap.wrap(
+    lines += [""] + wrap(
         f"Run: python {name} [--device cpu|cuda]. One line: exit 1 REPRODUCED (where, expected vs "
         f"actual), 0 NOT REPRODUCED, 2 NOT RUN (why). Needs {needs}. Expected values: gdn-fuzz's float64 gated "
-        "delta rule, below the marker.",
-        WIDTH,
+        "delta rule, below the marker."
     )
     body = "\n".join(lines).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     return f'"""{body}\n"""'

@@ -31,8 +31,8 @@ INDICES = (("slots", "read_slots"), ("write_slots", "write_slots"), ("token_slot
 INDICES += (("rows", "inter_index"), ("cu_seqlens", "cu_seqlens"))
 LITERAL = 64  # an integer tensor of at most this many entries is written out
 WORDS = {
-    "pool": "[slots, HV, V, K], NaN guards around",
-    "inter": "[rows, steps, HV, V, K], NaN until written",
+    "pool": "[slots, HV, {state}], NaN guards around",
+    "inter": "[rows, steps, HV, {state}], NaN until written",
     "output": "NaN until written",
     "slots": "request n reads pool[slots[n]]",
     "write_slots": "request n writes pool[write_slots[n]]",
@@ -46,7 +46,7 @@ WORDS = {
 class Top:
     lines: list[str]  # main's body
     imports: list[str]  # the statements inside `with needs(run):` (the loader call, the library import)
-    names: dict[str, str]  # "pool" / "inter" / "output" -> the keyword the call passes it as
+    names: dict[str, str]  # "pool", "output", "slots", ... -> the keyword the call passes it as
     roots: tuple[tuple[str, str], ...]  # gdn-fuzz functions the top calls beyond the helpers': embedded
 
 
@@ -144,7 +144,7 @@ def _used(lines: list[str]) -> set[str]:
             tree = ast.parse(line.strip().rstrip(",").split("  #")[0] or "0")
         except SyntaxError:
             continue
-        names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return names
 
 
@@ -161,7 +161,8 @@ def _bindings(used: set[str], named: dict, case: Case) -> list[str]:
             lines.append(f"{', '.join(names)} = {', '.join(f't.{n}' for n in names)}  # {words}")
     for name, field in BUFFERS:
         if name in used:
-            lines.append(f"{name} = t.{field}.view  # {_words(named[name])}: {WORDS[name]}")
+            state = "V, K" if case.layout == "vk" else "K, V"
+            lines.append(f"{name} = t.{field}.view  # {_words(named[name])}: {WORDS[name].format(state=state)}")
     for name, _ in INDICES:
         if name in used:
             padded = f"; {'-1' if case.null < 0 else '0'}: padding" if name in ("slots", "write_slots") else ""
@@ -184,7 +185,10 @@ def top(case: Case, call: Call, t: Tensors, snippet: Snippet, override: str | No
     output = snippet.output.format(**fields)
     call_lines = [f"{returns}{callee}(", *(f"    {key}={text}," for key, text in arguments), ")", *snippet.after]
     used = _used([*call_lines, output]) & set(named)
-    names = {name: key for key, text in arguments for name, _ in BUFFERS if text == name}
+    names: dict[str, str] = {}  # each named tensor's first keyword
+    for key, text in arguments:
+        if text in dict(BUFFERS + INDICES):
+            names.setdefault(text, key)
     block = ["t = tensors(run, warm)" if case.warm_pool else "t = tensors(run)  # from the case's seed (below)"]
     block += _bindings(used, named, case)
     if case.valid:
