@@ -1,7 +1,7 @@
 """Contracts the oracle is parameterised by: padding semantics and the precision model.
 
 Kernels disagree on what a padded batch row means and on where they round. Both are data here,
-so the same oracle serves every target; which row applies to which target lives in fuzz/semantics.py.
+so the same oracle serves every target; which row applies to which target lives in fuzz/targets/semantics.py.
 """
 
 from __future__ import annotations

@@ -272,7 +272,7 @@ def _compare(case, kind, failure, path, got, exact, model, dtype, compared) -> N
     err = (got64 - exact64).abs().where(finite, zero)
     model_err = float((model64 - exact64).abs().where(finite, zero).max())
     scale = float(exact64.abs().where(finite, zero).max())
-    tol = tolerance(path, kind, dtype)
+    tol = tolerance(kind, dtype)
     bound = tol.bound(model_err, scale, case.T)
     worst = float(err.max())
     compared.append(Comparison(kind, worst, bound))

@@ -19,7 +19,7 @@ from typing import Literal
 
 Kind = Literal["session", "start", "count", "finish"]
 KINDS = ("session", "start", "count", "finish")
-STOPS = ("done", "time box", "bound")  # what ended a fuzz test (finish.stop); "" for other tests
+Stop = Literal["done", "time box", "bound", ""]  # what ended a fuzz test (finish.stop); "" for other tests
 COUNT_INTERVAL = 1.0  # seconds between two count events of one test
 
 
@@ -35,7 +35,7 @@ class Event:
     failures: int = 0  # count: distinct failure keys hit; finish: distinct failures reported
     outcome: str = ""  # finish: PASSED, FAILED, SKIPPED, ERROR, XFAIL or XPASS
     seconds: float = 0.0  # finish: the test's wall time
-    stop: str = ""  # finish: one of STOPS for a fuzz test
+    stop: Stop = ""  # finish: what ended a fuzz test
 
     def to_json(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v or k in ("kind", "at")}

@@ -7,7 +7,7 @@ kernel by its arguments), so each release gets its own directory: `ROOT/flashinf
 `ROOT/triton-<version>`. Triton writes an entry under a temporary name and renames it into place, so processes may
 share its directory; nothing in either names the directory's own path, so a CI cache can restore it elsewhere. xdist
 and --gdn-isolate workers inherit the environment; a campaign's installations each get a subdirectory of their own
-(fuzz.run.installation.cache_env). A variable the user set already is kept as it is.
+(fuzz.run.installation.Installation.caches). A variable the user set already is kept as it is.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fuzz.model.case import Case
+from fuzz.run.events import Stop
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.result import CheckResult, CrashAttribution, Failure
 
@@ -189,8 +190,8 @@ class FinishedTest:
     calls: int | None = None  # a serving test's calls (None: a fuzz test)
 
     @property
-    def stop(self) -> str:
-        """What ended it (fuzz.run.events.STOPS): done, its time box or its profile's bound."""
+    def stop(self) -> Stop:
+        """What ended it: done, its time box or its profile's bound."""
         return "done" if not self.boxed else "time box" if self.box else "bound"
 
     @property

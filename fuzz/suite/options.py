@@ -163,7 +163,7 @@ class Options:
         "--gdn-masks",
         choices=MASK_POLICIES,
         alias=("--gdn-unmask", "none", "the same as --gdn-masks=none"),
-        help="known-bug masks (fuzz/targets/known_bugs.py): 'release' masks the bugs known for the installed "
+        help="known-bug masks (fuzz/model/known_bugs.py): 'release' masks the bugs known for the installed "
         "release (default), 'all' every known bug (the upgrade gate), 'none' none (hunting)",
     )
     db: str | None = option(

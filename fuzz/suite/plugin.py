@@ -181,14 +181,14 @@ def _check_corpus(options: Options) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
     """--gdn-events: written by the process that runs the tests (not an xdist controller: its workers do)."""
-    fuzz, config = _session(session.config), session.config
-    if fuzz is None or not (path := fuzz.options.events) or config.pluginmanager.has_plugin("dsession"):
+    run, config = _session(session.config), session.config
+    if run is None or not (path := run.options.events) or config.pluginmanager.has_plugin("dsession"):
         return
     from fuzz.suite.event_hooks import TestEvents
 
     worker = getattr(config, "workerinput", {}).get("workerid")
-    fuzz.events = EventLog(path_for(path, worker))
-    config.pluginmanager.register(TestEvents(config, fuzz), "gdn_fuzz_events")
+    run.events = EventLog(path_for(path, worker))
+    config.pluginmanager.register(TestEvents(config, run), "gdn_fuzz_events")
 
 
 def pytest_generate_tests(metafunc):
@@ -244,7 +244,7 @@ def pytest_pyfunc_call(pyfuncitem):
     if session.options.sanitize:
         from fuzz.run.sanitize import sanitize_records
 
-        sanitize_records(target, found, target.device(session.budget.device))
+        sanitize_records(target, found, session.budget.device)
     if directory := session.options.corpus_out:
         from fuzz.run.corpus import save_failure
         from fuzz.run.environment import environment

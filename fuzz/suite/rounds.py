@@ -1,34 +1,37 @@
 """The rounds engine: how one test of the suite spends its examples and its time, whatever a round runs.
 
 A test runs in rounds (`run_rounds`). Each round is one Hypothesis run with its own seed, sized to the examples and
-the seconds left (`round_size`: the time box over the cost per example so far, `first` examples before that cost is
-known). Hypothesis stops generating soon after a round's first failure and shrinks what it found; the round's shrunk
-failures are reported, and the next round carries on generating, raising only failures whose key (kind x dispatch
-bucket x cause, fuzz.run.failure_key) no earlier round reported (`TestRun.raises`). So an easy early bug does not
-hide the others, and each distinct failure is shrunk on its own. The loop ends when the examples are spent, when the
-time box (or the profile's bound) is over, or after a round that drew nothing new (its search space is exhausted).
+the seconds left (`round_size`: the time box over the cost per example so far, `Plan.first` examples before that cost
+is known). Hypothesis stops generating soon after a round's first failure and shrinks what it found; the round's
+shrunk failures are reported, and the next round carries on generating, raising only failures whose key (kind x
+dispatch bucket x cause, fuzz.run.failure_key) no earlier round reported (`TestRun.raises`). So an easy early bug does
+not hide the others, and each distinct failure is shrunk on its own. The loop ends when the examples are spent, when
+the time box (or the profile's bound) is over, or after a round that drew nothing new (its search space is exhausted).
 
-What a round runs is the caller's: a fuzz test's @given body (fuzz.suite.session) or the serving state machine
-(fuzz.suite.serving). Both build their Hypothesis settings with `phases` and run them through `hypothesis_round`,
-which turns what the run raised into its findings.
+What a round runs is its driver's, given once as a `Plan`: a fuzz test's body (fuzz.suite.session) or the serving
+state machine (fuzz.suite.serving), and what the test makes of a round's new failures. The engine does the rest: it
+builds each round's settings and seed, runs Hypothesis, and sorts what the run raised into findings.
 
 `TestRun` keeps the accounts every round reads: the time box, examples drawn and checked, first hits and hits per
-failure key, the keys reported. The time box (--gdn-test-seconds) bounds a test's wall time: no round starts after
-it, a round is sized to end by it, and past it no case or call is checked (`may_check`), except to shrink a failure of
-the round for --gdn-shrink-seconds more.
+failure key, the keys reported, and the run report they go to. The time box (--gdn-test-seconds) bounds a test's wall
+time: no round starts after it, a round is sized to end by it, and past it no case or call is checked (`may_check`),
+except to shrink a failure of the round for --gdn-shrink-seconds more.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import hypothesis
-from hypothesis import settings
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import run_state_machine_as_test
 
 from fuzz.run.failure_key import FailureKey
-from fuzz.run.report import FinishedTest, RunReport
+from fuzz.run.report import FailureRecord, FinishedTest, RunReport
 from fuzz.run.result import Failure, failures_in
 from fuzz.targets.base import Target
 
@@ -57,6 +60,7 @@ class TestRun:
     cap: float | None = None  # the profile's bound, where no time box is given (monotonic)
     box: float | None = None  # the time box in seconds (the run report's), where one is given
     bound: float | None = None  # the profile's bound in seconds (the run report's), where no time box is given
+    report: RunReport | None = None  # where its failures and, at the end, its summary go
 
     @classmethod
     def start(
@@ -120,6 +124,20 @@ class TestRun:
         self.rounds += 1
         self.round_failed_at = None
 
+    def failure_record(self, failure: Failure, minimal: bool, reproduced: bool | None = None) -> FailureRecord:
+        """The run report's record of a distinct failure of this test: when it was first hit, and how often."""
+        seconds, before = self.first_hits.get(failure.key, (time.monotonic() - self.started, self.checked))
+        return FailureRecord(
+            self.nodeid,
+            self.target.name,
+            failure,
+            seconds,
+            before,
+            self.hits.get(failure.key, 1),
+            minimal=minimal,
+            reproduced_on_rerun=reproduced,
+        )
+
     def summary(self) -> FinishedTest:
         """The run report's record of the test (RunReport.tests)."""
         return FinishedTest(
@@ -133,6 +151,70 @@ class TestRun:
             self.boxed,
             tuple(self.reported),
         )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What each round of a test runs, from its driver: one Hypothesis run of `body` (a test body taking `data` and
+    `args`, run as a @given test) or of `machine` (a rule-based state machine of at most `steps` steps per example),
+    and `found(failures, ran)`, what the test makes of the new distinct failures a round raised (the first raise of
+    each key no earlier round reported, in order) given the settings it `ran` under; the rounds return what it
+    returns."""
+
+    examples: int  # the test's budget of examples drawn in generation (a serving test's: sequences)
+    first: int  # examples in a time-boxed test's first round, before its cost per example is known
+    found: Callable[[list[Failure], settings], list]
+    body: Callable | None = None
+    args: dict = field(default_factory=dict)
+    machine: type | None = None
+    steps: int | None = None
+    seed: int | None = None  # the first round's seed; each later round takes the next (None: unseeded)
+    base: settings | None = None  # the settings each round narrows (None: the active profile's)
+    shrink: bool = True  # False: no shrink phase (--gdn-no-shrink)
+    explain: bool = True  # False: no explain phase
+
+
+def run_rounds(test: TestRun, plan: Plan) -> list:
+    """Run rounds of the plan until its examples are drawn, the time is up or a round draws nothing new; record the
+    test in its report. Returns what the plan found in the rounds' failures, in order."""
+    # Hypothesis's pytest plugin gives each parametrized test its own database key the same way.
+    (plan.body or plan.machine)._hypothesis_internal_add_digest = test.nodeid.encode()
+    found = []
+    while plan.examples - test.drawn > 0 and test.running(time.monotonic()):
+        drawn, base = test.drawn, plan.base or settings.default
+        ran = settings(
+            base,
+            max_examples=round_size(test, plan.examples - test.drawn, plan.first),
+            phases=phases(base, test, plan.shrink, plan.explain),
+            **({} if plan.machine is None else {"stateful_step_count": plan.steps}),
+        )
+        round_seed = None if plan.seed is None else plan.seed + test.rounds
+        test.new_round()
+        raised = []
+        try:
+            if plan.machine is None:  # settings outermost: @seed applied last would turn the example database off
+                ran(_seeded(given(data=st.data())(plan.body), round_seed))(**plan.args)
+            else:
+                run_state_machine_as_test(_seeded(plan.machine, round_seed), settings=ran)
+        except Exception as error:  # findings are sorted out here, anything else is re-raised
+            if not (raised := failures_in(error)):
+                raise
+        new: dict[FailureKey, Failure] = {}  # the first raise of each key no earlier round reported
+        for failure in raised:
+            if failure.key not in test.reported:
+                new.setdefault(failure.key, failure)
+        found += plan.found(list(new.values()), ran)
+        if test.drawn == drawn:  # a round that drew nothing new (its search space is exhausted)
+            break
+    if not test.running(time.monotonic()) and test.drawn < plan.examples:
+        test.boxed = True  # the time, not the examples budget, ended it
+    if test.report is not None:
+        test.report.tests[test.nodeid] = test.summary()
+    return found
+
+
+def _seeded(test, round_seed: int | None):
+    return test if round_seed is None else seed(round_seed)(test)
 
 
 def round_size(test: TestRun, left: int, first: int) -> int:
@@ -152,23 +234,6 @@ def seed_of(nodeid: str, profile: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{profile}:{nodeid}".encode()).digest()[:4], "big")
 
 
-def run_rounds(test: TestRun, examples: int, first: int, one_round, report: RunReport | None = None) -> list:
-    """Run rounds of `one_round(size)` (one Hypothesis run of `size` examples, returning what it reports) until
-    `examples` are drawn, the time is up or a round draws nothing new; record the test in `report`. Returns what the
-    rounds returned, in order."""
-    found = []
-    while examples - test.drawn > 0 and test.running(time.monotonic()):
-        drawn = test.drawn
-        found += one_round(round_size(test, examples - test.drawn, first))
-        if test.drawn == drawn:  # a round that drew nothing new (its search space is exhausted)
-            break
-    if not test.running(time.monotonic()) and test.drawn < examples:
-        test.boxed = True  # the time, not the examples budget, ended it
-    if report is not None:
-        report.tests[test.nodeid] = test.summary()
-    return found
-
-
 def phases(base: settings, test: TestRun, shrink: bool, explain: bool = True) -> list:
     """The phases of the test's next round: the explicit examples and the database's in its first round only,
     shrinking unless turned off (--gdn-no-shrink), the explain phase unless `explain` is False."""
@@ -180,17 +245,3 @@ def phases(base: settings, test: TestRun, shrink: bool, explain: bool = True) ->
         and (explain or p is not hypothesis.Phase.explain)
         and (shrink or p is not hypothesis.Phase.shrink)
     ]
-
-
-def hypothesis_round(test: TestRun, run) -> list[Failure]:
-    """Start the test's next round and call `run()`, one Hypothesis run; the failures it raised (anything else it
-    raises is re-raised)."""
-    test.new_round()
-    try:
-        run()
-    except Exception as error:  # findings are sorted out by the caller, anything else is re-raised
-        found = failures_in(error)
-        if not found:
-            raise
-        return found
-    return []

@@ -22,15 +22,14 @@ from dataclasses import dataclass, field, replace
 
 import hypothesis
 import pytest
-from hypothesis import seed, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis import settings
 
 from fuzz.generate.profiles import Budget
 from fuzz.generate.serving import STEPS, Step, serving_machine
 from fuzz.run.report import FailureRecord, FinishedTest, RunReport
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.serving import Alone, ServingRun, final_replay, shortest
-from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds, seed_of
+from fuzz.suite.rounds import Plan, TestRun, run_rounds
 from fuzz.suite.session import FuzzSession
 from fuzz.targets.base import Target
 from fuzz.targets.unsupported import UnsupportedHere
@@ -42,10 +41,9 @@ FIRST_ROUND = 4  # sequences in a time-boxed test's first round, before its cost
 @dataclass
 class ServingTest(TestRun):
     """A serving test's accounts, as a fuzz test's (fuzz.suite.rounds.TestRun: time box, rounds, hits, reported keys),
-    counting sequences as its examples, plus the calls checked and the run report the calls go to. fuzz.run.serving
-    keeps them through its `Accounts` methods."""
+    counting sequences as its examples, plus the calls checked. fuzz.run.serving keeps them through its `Accounts`
+    methods."""
 
-    report: RunReport | None = None
     calls: int = 0  # calls checked in generation
     last: dict = field(default_factory=dict)  # key -> (Failure, steps, fails alone) of its last raise this round
 
@@ -128,60 +126,38 @@ def run_serving(
     as --gdn-no-shrink."""
     alone = Alone(target, device, timeout)
     machine = serving_machine(target, budget, bugs, lambda: ServingRun(target, device, test, alone=alone))
-    machine._hypothesis_internal_add_digest = test.nodeid.encode()  # one database key per test, as @given tests get
-    base = base or settings.default
     return run_rounds(
         test,
-        examples,
-        FIRST_ROUND,
-        lambda size: _round(machine, test, base, size, steps, seed_, shrink, alone, device),
-        test.report,
-    )
-
-
-def _round(
-    machine,
-    test: ServingTest,
-    base: settings,
-    examples: int,
-    steps: int,
-    seed_: int | None,
-    shrink: bool,
-    alone: Alone,
-    device: str,
-) -> list[SequenceFailure]:
-    """One Hypothesis run of the machine; its new distinct failures, each with its calls deleted where it can."""
-    # no explain phase: it replays variations of a shrunk sequence without a stall limit and says nothing a list of
-    # calls does not
-    round_phases = phases(base, test, shrink, explain=False)
-    if seed_ is not None:
-        machine = seed(seed_ + test.rounds)(machine)
-    raised = hypothesis_round(
-        test,
-        lambda: run_state_machine_as_test(
-            machine, settings=settings(base, max_examples=examples, stateful_step_count=steps, phases=round_phases)
+        Plan(
+            examples=examples,
+            first=FIRST_ROUND,
+            machine=machine,
+            steps=steps,
+            seed=seed_,
+            base=base,
+            shrink=shrink,
+            # no explain phase: it replays variations of a shrunk sequence without a stall limit and says nothing a
+            # list of calls does not
+            explain=False,
+            found=lambda failures, ran: _sequences(test, failures, ran, shrink, alone, device),
         ),
     )
+
+
+def _sequences(
+    test: ServingTest, failures: list[Failure], ran: settings, shrink: bool, alone: Alone, device: str
+) -> list[SequenceFailure]:
+    """A round's new distinct failures, reported, each with its calls deleted where it can."""
     found, end = [], time.monotonic() + test.shrink_seconds  # deleting calls: shrink_seconds more at most
     # Each failure's last raise is its smallest: the shrinker only tries smaller ones, then replays the smallest.
-    minimal = hypothesis.Phase.shrink in round_phases and test.may_check(time.monotonic())  # shrinking ran to its end
-    for key in dict.fromkeys(f.key for f in raised):
+    minimal = hypothesis.Phase.shrink in ran.phases and test.may_check(time.monotonic())  # shrinking ran to its end
+    for key in (f.key for f in failures):
         failure, sequence, reproduced = (
             shortest(test.target, device, test.last[key], alone, lambda: time.monotonic() < end)
             if shrink
             else test.last[key]
         )
-        seconds, before = test.first_hits[key]
-        record = test.reported[key] = FailureRecord(
-            test.nodeid,
-            test.target.name,
-            failure,
-            seconds,
-            before,
-            test.hits[key],
-            minimal=minimal,
-            reproduced_on_rerun=reproduced,
-        )
+        record = test.reported[key] = test.failure_record(failure, minimal, reproduced)
         if test.report is not None:
             test.report.add_failure(record)
         found.append(SequenceFailure(record, sequence))
@@ -207,12 +183,12 @@ def serving_test():
                 target,
                 session.budget,
                 bugs,
-                target.device(session.budget.device),
+                session.budget.device,
                 test,
                 examples=max(1, calls // STEPS),
                 shrink=options.shrink,
                 timeout=options.timeout,
-                seed_=options.seed if options.seed is not None else seed_of(nodeid, session.profile),
+                seed_=session.first_seed(nodeid),
             )
         except UnsupportedHere as e:  # the library does not support this device: unavailable, not a finding
             pytest.skip(session.unsupported_here(target, str(e)))

@@ -3,8 +3,13 @@
 A fuzz test is a Hypothesis test (`fuzz_test`) run in rounds (`FuzzSession.run_test`) by the suite's rounds engine
 (fuzz.suite.rounds): each round is one Hypothesis run of the test body with its own seed, sized to the examples and
 seconds left, raising only failures whose key no earlier round reported, so each distinct failure is shrunk on its
-own. Past the time box (--gdn-test-seconds) a case not checked before is not checked (Hypothesis finishes the round
-on draws alone). Results are cached per case, so a case Hypothesis replays (its final replay of a shrunk failure, or a
+own. Control runs one way: the plugin's pytest_pyfunc_call -> `FuzzSession.run_test`, which hands the engine a
+`Plan` (the body, its seed, what a round's new failures become: `_reported`) -> `run_rounds`, which runs each round
+-> the body: draw a Case, `example` (cached, time-boxed) -> `check` (fuzz.run.harness, or an isolated worker) ->
+CheckResult.
+
+Past the time box (--gdn-test-seconds) a case not checked before is not checked (Hypothesis finishes the round on
+draws alone). Results are cached per case, so a case Hypothesis replays (its final replay of a shrunk failure, or a
 case drawn again) is not run twice and gives the same verdict.
 
 The session is kept on pytest's config (fuzz.suite.plugin.session_of); the plugin hands it to each fuzz test beside
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hypothesis
-from hypothesis import given, seed, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
@@ -44,7 +49,7 @@ from fuzz.run.report import load as load_report
 from fuzz.run.result import CheckResult, Failure
 from fuzz.run.worker import WorkerPool, attributed
 from fuzz.suite.options import Options
-from fuzz.suite.rounds import TestRun, hypothesis_round, phases, run_rounds, seed_of
+from fuzz.suite.rounds import Plan, TestRun, run_rounds, seed_of
 from fuzz.targets.base import Target
 from fuzz.targets.unsupported import UnsupportedHere
 
@@ -143,7 +148,7 @@ class FuzzSession:
         return result
 
     def check(self, target: Target, case: Case) -> CheckResult:
-        device = target.device(self.budget.device)
+        device = self.budget.device
         return (
             self.workers.check(target, case, device, self.options.timeout)
             if self.options.isolate
@@ -161,56 +166,46 @@ class FuzzSession:
 
     # ---- one fuzz test: rounds -----------------------------------------------------------------------------------
     def run_test(self, nodeid: str, target: Target, op: str, test_fn) -> list[FailureRecord]:
-        """Run the fuzz test `test_fn` (fuzz_test's) in rounds; return its distinct shrunk failures."""
+        """Run the fuzz test `test_fn` (fuzz_test's) in rounds (fuzz.suite.rounds); return its distinct shrunk
+        failures."""
         if self.options.isolate:  # the worker's start (interpreter, torch, CUDA) is not the test's time
-            self.workers.worker_for(target.device(self.budget.device), self.options.timeout).ensure_started()
+            self.workers.worker_for(self.budget.device, self.options.timeout).ensure_started()
+        options = self.options
         test = self._test = TestRun.start(
-            nodeid, target, op, self.options.test_seconds, self.options.shrink_seconds, self.options.bound_seconds
+            nodeid, target, op, options.test_seconds, options.shrink_seconds, options.bound_seconds, report=self.report
         )
-        budget = self.options.examples or settings.default.max_examples
-        base_seed = self.options.seed if self.options.seed is not None else seed_of(nodeid, self.profile)
         try:
             self._resume(test)
             run_rounds(
-                test, budget, FIRST_ROUND, lambda examples: self._round(test, test_fn, examples, base_seed), self.report
+                test,
+                Plan(
+                    examples=options.examples or settings.default.max_examples,
+                    first=FIRST_ROUND,
+                    body=test_fn.gdn.inner,
+                    args={"target": target, "gdn_session": self},
+                    seed=self.first_seed(nodeid),
+                    shrink=options.shrink,
+                    found=lambda failures, _: [self._reported(test, failure) for failure in failures],
+                ),
             )
         finally:
             self._test = None
         return list(test.reported.values())
 
-    def _round(self, test: TestRun, test_fn, examples: int, base_seed: int) -> list:
-        """One round: the test body under the round's settings and seed; its new distinct failures reported."""
-        inner = test_fn.gdn.inner
-        # Hypothesis's pytest plugin gives each parametrized test its own database key the same way.
-        inner._hypothesis_internal_add_digest = test.nodeid.encode()
-        # settings outermost: @seed applied last would turn the example database off.
-        run = settings(
-            settings.default, max_examples=examples, phases=phases(settings.default, test, self.options.shrink)
-        )(seed(base_seed + test.rounds)(given(data=st.data())(inner)))
-        for failure in hypothesis_round(test, lambda: run(target=test.target, gdn_session=self)):
-            self._reported(test, failure)
-        return []
+    def first_seed(self, nodeid: str) -> int:
+        """The seed of a test's first round: --hypothesis-seed, else one of its node id and the profile."""
+        return self.options.seed if self.options.seed is not None else seed_of(nodeid, self.profile)
 
-    def _reported(self, test: TestRun, failure: Failure) -> None:
-        """Report a distinct failure once: its minimal case re-checked, and an isolated crash attributed to the call
-        that makes it (fuzz.run.worker.attributed: fresh workers, CUDA_LAUNCH_BLOCKING=1)."""
-        if failure.key in test.reported:
-            return
+    def _reported(self, test: TestRun, failure: Failure) -> FailureRecord:
+        """Report a distinct failure: its minimal case re-checked, and an isolated crash attributed to the call that
+        makes it (fuzz.run.worker.attributed: fresh workers, CUDA_LAUNCH_BLOCKING=1)."""
         if self.options.isolate and failure.kind == "KernelCrash":
-            failure = attributed(test.target, failure, test.target.device(self.budget.device), self.options.timeout)
-        seconds, before = test.first_hits.get(failure.key, (time.monotonic() - test.started, test.checked))
-        record = FailureRecord(
-            test.nodeid,
-            test.target.name,
-            failure,
-            seconds,
-            before,
-            test.hits.get(failure.key, 1),
-            minimal=self.options.shrink,
-        )
+            failure = attributed(test.target, failure, self.budget.device, self.options.timeout)
+        record = test.failure_record(failure, minimal=self.options.shrink)
         record.reproduced_on_rerun = self.check(test.target, failure.case).failure is not None
         test.reported[failure.key] = record
         self.report.add_failure(record)
+        return record
 
     def _resume(self, test: TestRun) -> None:
         """Finish the shrinks an earlier run cut off (--gdn-resume), before the rounds: each failure it logged on this

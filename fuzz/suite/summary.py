@@ -46,24 +46,24 @@ class RunSummary:
             complete(self.session).write(f"{path}.{worker}" if worker else path)
 
     def pytest_sessionfinish(self, session, exitstatus):
-        config, fuzz = session.config, self.session
-        report = complete(fuzz)
+        config, run = session.config, self.session
+        report = complete(run)
         fuzz_tests = sum(getattr(getattr(i, "obj", None), "gdn", None) is not None for i in session.items)
         if hasattr(config, "workerinput"):  # an xdist worker: the controller merges and reports
             config.workeroutput["gdn_report"] = json.dumps(report.to_json())
             config.workeroutput["gdn_fuzz_tests"] = fuzz_tests
             return
-        path = fuzz.options.report
+        path = run.options.report
         # a worker that died or sent nothing back: its last per-test part stands in for its final report
         found = merge_parts(report, path, skip=self.merged, errors=False) if path else {}
-        if fuzz.budget.plan_size and fuzz.options.kernel_cache:  # a GPU profile: was its plan compiled ahead?
+        if run.budget.plan_size and run.options.kernel_cache:  # a GPU profile: was its plan compiled ahead?
             from fuzz.run.warm import status
 
             ran = defaultdict(set)
             for target, op in report.examples:
                 ran[target].add(op)
             report.warm = status(
-                ran, fuzz.options.kernel_cache.directories.values(), fuzz.profile, fuzz.budget, fuzz.options.masks
+                ran, run.options.kernel_cache.directories.values(), run.profile, run.budget, run.options.masks
             )
         if path:
             report.write(path)
@@ -71,7 +71,7 @@ class RunSummary:
                 part.unlink()
         fuzz_tests += self.fuzz_tests  # under xdist the controller collects nothing itself
         if exitstatus == 0 and not config.option.collectonly and (fuzz_tests or report.tests) and not report.examples:
-            fuzz.nothing_ran = True
+            run.nothing_ran = True
             session.exitstatus = NOTHING_RAN
 
     @pytest.hookimpl(optionalhook=True)
@@ -88,16 +88,16 @@ class RunSummary:
     def pytest_terminal_summary(self, terminalreporter, config):
         if hasattr(config, "workerinput"):
             return
-        fuzz = self.session
-        report = fuzz.report
+        run = self.session
+        report = run.report
         terminalreporter.section("gdn-fuzz targets")
         for line in report.summary_lines():
             terminalreporter.write_line(line)
-        for entry in fuzz.corpus_elsewhere:
+        for entry in run.corpus_elsewhere:
             terminalreporter.write_line(f"  corpus entry not replayed: {entry}")
-        for path in fuzz.new_corpus:
+        for path in run.new_corpus:
             terminalreporter.write_line(f"  new corpus entry: {path}")
-        if fuzz.nothing_ran:
+        if run.nothing_ran:
             why = (
                 "each one stopped before its first example (time box?)"
                 if report.tests

@@ -54,7 +54,7 @@ class Family:
     name: str
     functions: tuple[str, ...]
     override: str | None = None  # "module.path" or "module.path:attribute"
-    # wraps the loaded API where the adapters look their functions up (fuzz.export.recorded: a recording proxy)
+    # wraps the loaded API where the adapters look their functions up (fuzz.export.call.tapping: a recording proxy)
     tap: Callable[[object], object] | None = field(default=None, repr=False)
     _api: object = field(default=None, repr=False)
     _error: str | None = field(default=None, repr=False)
@@ -189,9 +189,6 @@ class Target:
     def api(self):
         """What this target's `needs` are looked up on (the family's API unless a target loads more)."""
         return self.family.api()
-
-    def device(self, profile_device: str) -> str:
-        return profile_device
 
     def offset_bits(self) -> int:
         """The integer width the kernels' element offsets may wrap at: 32 (the int32 overflow class), unless the

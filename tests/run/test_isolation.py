@@ -205,10 +205,10 @@ def reported(failure: Failure, monkeypatch) -> tuple[FailureRecord, list]:
     for it."""
     monkeypatch.setattr(FreshWorkers, "made", [])
     monkeypatch.setattr(worker, "Worker", FreshWorkers)
-    fuzz = fuzz_session.FuzzSession("ci", BUDGETS["ci"], fuzz_session.Options(isolate=True, timeout=TIMEOUT))
-    fuzz.workers = POOL  # the session whose worker found it
-    fuzz._reported(TestRun("test_verify", MTP, "verify", time.monotonic(), None), failure)
-    [record] = fuzz.report.failures
+    run = fuzz_session.FuzzSession("ci", BUDGETS["ci"], fuzz_session.Options(isolate=True, timeout=TIMEOUT))
+    run.workers = POOL  # the session whose worker found it
+    run._reported(TestRun("test_verify", MTP, "verify", time.monotonic(), None), failure)
+    [record] = run.report.failures
     return record, FreshWorkers.made
 
 

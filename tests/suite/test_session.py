@@ -158,3 +158,45 @@ def test_each_option_is_one_row_that_pytest_registers_and_options_read_back():
         read("--gdn-shrink-seconds=-1")
     with pytest.raises(ValueError, match=r"^--gdn-live-log=/nonexistent/x: no directory /nonexistent to write it in$"):
         read("--gdn-live-log=/nonexistent/x")
+
+
+def test_the_rounds_engine_runs_the_round_its_plan_gives_it_and_hands_over_each_failure_key_once():
+    """fuzz.suite.rounds owns the loop and each round (its seed, settings and Hypothesis run); a driver gives it a
+    Plan, the body a round runs and what a round's new failures become. The first round reports the early bug, the
+    next draws on and reports the later one, the rounds go on drawing until the examples are spent, and the same
+    seed draws the same examples again."""
+    from types import SimpleNamespace
+
+    from hypothesis import HealthCheck, settings
+    from hypothesis import strategies as st
+
+    from fuzz.model.case import Case
+    from fuzz.run.result import Failure
+    from fuzz.suite.rounds import Plan, TestRun, run_rounds
+
+    case = Case.parse("decode-B1-T1-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]")
+    early, late = (Failure("OutputMismatch", case, "detail", cause, "t:decode") for cause in ("early", "late"))
+    base = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+    def rounds() -> tuple[list[str], list[int], TestRun]:
+        test, drawn = TestRun.start("test_rounds[t]", SimpleNamespace(name="t"), "decode"), []
+
+        def body(data, bug_every: int) -> None:
+            drawn.append(x := data.draw(st.integers(0, 1000)))
+            test.drawn += test.round_failed_at is None
+            for failure, fails in ((early, True), (late, x % bug_every == 0)):
+                if fails and test.raises(failure.key):
+                    raise failure.exception()
+
+        def found(failures, ran) -> list[str]:
+            assert ran.deadline is None and ran.max_examples <= 60, ran  # the plan's settings, sized to what is left
+            test.reported.update((f.key, f) for f in failures)
+            return [f.cause for f in failures]
+
+        plan = Plan(examples=60, first=10, found=found, body=body, args={"bug_every": 2}, seed=0, base=base)
+        return run_rounds(test, plan), drawn, test
+
+    reported, drawn, test = rounds()
+    assert reported == ["early", "late"]
+    assert test.rounds >= 3 and test.drawn >= 60, test  # a round after the late bug drew on to the budget
+    assert rounds()[1] == drawn  # seeded: the same examples
