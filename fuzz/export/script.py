@@ -270,13 +270,13 @@ def _repro(case, target, recorded, written: Top, sources, gpu, library_module) -
         checks = ["check_output", "check_pool"] + (["check_inter"] if case.inter_rows else [])
         lines += [
             f"    checks=({', '.join(checks)}),",
-            "    tolerances={  # fuzz/judge/tolerance.py's rows for this path",
+            "    tolerances={  # fuzz/judge/tolerance.py's rows",
         ]
         out, given = sem.output_dtype(case), TORCH_DTYPES[case.input_dtype]  # got: the library's dtype or the buffer's
         coarser = sorted({DTYPE_NAMES[max(d, out, key=lambda x: torch.finfo(x).eps)] for d in (out, given)})
         kinds = [("output", d) for d in coarser] + [("state", case.state_dtype)]
         kinds += [("intermediate", case.state_dtype)] if case.inter_rows else []
-        lines += [f"        {k!r}: {tolerance(target.path, *k)!r}," for k in kinds] + ["    },"]
+        lines += [f"        {k!r}: {tolerance(*k)!r}," for k in kinds] + ["    },"]
         device_error = "unsupported_here" if target.family.name == "flashinfer" else "None"
         lines += [f"    device_error={device_error},  # the library's words for an unsupported device"]
     lines += [")"]
