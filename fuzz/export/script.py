@@ -250,7 +250,10 @@ def _repro(case, target, recorded, written: Top, sources, gpu, library_module) -
     sem = recorded.semantics
     fields = {f.name: getattr(case, f.name) for f in dataclasses.fields(case) if f.name != "output_given"}
     fields |= dict(B=case.B, padded=case.padded, tokens=case.tokens)
-    lines = ["REPRO = SimpleNamespace(  # what this finding is, for the helpers above", "    case=SimpleNamespace("]
+    lines = [
+        "REPRO = SimpleNamespace(  # what this finding is, for the helpers above",
+        f"    case=SimpleNamespace(  # {case!r}",
+    ]
     words = ", ".join(f"{k}={v!r}" for k, v in fields.items())
     lines += textwrap.wrap(words, WIDTH - 8, initial_indent=" " * 8, subsequent_indent=" " * 8) + ["    ),"]
     library = "" if library_module else release.distribution(target)

@@ -610,7 +610,7 @@ def test_corpus_script_is_small_and_opens_with_the_call(corpus_exports, name):
     assert line <= FIRST_SCREEN, line
     module, _, short = call.function.rpartition(".")
     assert f"from {'fla.ops.gated_delta_rule' if module.startswith('fla.') else module} import {short}\n" in text
-    assert text.index("t = tensors(run)") < text.index(f"{short}(\n")
+    assert text.index("t = tensors(run") < text.index(f"{short}(\n")
 
 
 # ---- the issue body -----------------------------------------------------------------------------------------------
