@@ -88,16 +88,18 @@ def start(repro, argv):
 
 @contextlib.contextmanager
 def needs(run):
-    """The block's imports, after the embedded code's own (third_party): a missing package, or a loader that cannot
-    load the library's files, is the one NOT RUN line."""
+    """The block's imports, after the embedded code's own (third_party): a missing package, a loader that cannot
+    load the library's files, or a library that fails to import is the one NOT RUN line."""
     try:
         for name, module, attribute in run.repro.third_party:
             value = importlib.import_module(module)
             globals()[name] = getattr(value, attribute) if attribute else value
         yield
-    except (ImportError, RuntimeError) as error:  # RuntimeError: a loader's "cannot load"
+    except Exception as error:  # noqa: BLE001 - the import's own failure: a missing package behind it, or its text
         cause = error if isinstance(error, ImportError) else error.__cause__
-        why = missing(run.repro.requires, cause) if isinstance(cause, ImportError) else error
+        why = (
+            missing(run.repro.requires, cause) if isinstance(cause, ImportError) else f"{type(error).__name__}: {error}"
+        )
         raise SystemExit(not_run(why)) from None
 
 
