@@ -15,6 +15,8 @@ _READ = {  # reference.contracts.PadContract.read, as what a padded request does
     "skip_untouched": "reads and writes no state, and its output rows stay as the caller left them",
     "slot0": "reads and writes slot 0 (a scratch slot), its output rows unspecified",
     "zero_state": "runs from a zero state and writes no state",
+    "discard": "reads and writes no live slot, and its output and intermediate rows are undefined (the engine "
+    "discards them)",
 }
 # pieces of a corpus description that are about how gdn-fuzz found it, not about the library
 _OURS = re.compile(r"H200|B200|campaign|masks|docs/|gate run|probe|shrink|gdn-fuzz|corpus|generator|as found", re.I)

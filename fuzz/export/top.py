@@ -28,7 +28,7 @@ FLOATS = (("q", "q"), ("k", "k"), ("v", "v"), ("A_log", "A_log"), ("a", "a"), ("
 FLOATS += (("g", "g"), ("beta", "beta"))
 BUFFERS = (("pool", "pool"), ("inter", "inter"), ("output", "output"))
 INDICES = (("slots", "read_slots"), ("write_slots", "write_slots"), ("token_slots", "token_slots"))
-INDICES += (("rows", "inter_index"), ("cu_seqlens", "cu_seqlens"))
+INDICES += (("rows", "inter_index"), ("cu_seqlens", "cu_seqlens"), ("accepted", "accepted"))
 LITERAL = 64  # an integer tensor of at most this many entries is written out
 WORDS = {
     "pool": "[slots, HV, {state}], NaN guards around",
@@ -39,6 +39,7 @@ WORDS = {
     "token_slots": "token t of request n writes pool[token_slots[n, t]]",
     "rows": "request n writes inter[rows[n]]",
     "cu_seqlens": "sequence n: tokens cu_seqlens[n]..cu_seqlens[n+1]",
+    "accepted": "request n's accepted count: its start is token_slots[n][accepted[n] - 1]",
 }
 
 
@@ -122,7 +123,7 @@ def expression(value, named: dict, helpers: dict, snippet: Snippet, fields: dict
         if _same(candidate, value, buffers):
             return text
     if not (value.dtype.is_floating_point or value.dtype.is_complex) and value.numel() <= LITERAL:
-        if _storage(value) not in buffers:
+        if _storage(value) not in buffers and value.is_contiguous() and not value.storage_offset():
             return _literal(value)
     raise NotExportable(
         f"{keyword}: no expression over {sorted(named)} rebuilds the {_dtype(value)} {list(value.shape)} argument "
@@ -163,8 +164,10 @@ def _bindings(used: set[str], named: dict, case: Case) -> list[str]:
         if name in used:
             state = "V, K" if case.layout == "vk" else "K, V"
             lines.append(f"{name} = t.{field}.view  # {_words(named[name])}: {WORDS[name].format(state=state)}")
-    for name, _ in INDICES:
-        if name in used:
+    for name, field in INDICES:
+        if name in used and (named[name].storage_offset() or not named[name].is_contiguous()):
+            lines.append(f"{name} = t.{field}  # {_words(named[name])}: {WORDS[name]}, a view into a larger buffer")
+        elif name in used:
             padded = f"; {'-1' if case.null < 0 else '0'}: padding" if name in ("slots", "write_slots") else ""
             lines.append(f"{name} = {_literal(named[name])}  # {WORDS[name]}{padded}")
     return lines
