@@ -79,18 +79,19 @@ def load_vllm_kernels() -> VllmKernels:
         op = importlib.import_module(f"{OPS}.op")
         if triton.knobs.runtime.interpret:
             op.exp, op.log = wheel.jit_math()["exp"], wheel.jit_math()["log"]
-        recurrent = importlib.import_module(f"{OPS}.fused_recurrent")
-        sigmoid = importlib.import_module(f"{OPS}.fused_sigmoid_gating")
-        mtp = importlib.import_module(f"{OPS}.fused_gdn_decode_post_conv_mtp")
-        norm = importlib.import_module(f"{OPS}.layernorm_guard")
-    return VllmKernels(
-        version=version,
-        source_dir=root,
-        fused_recurrent=recurrent.fused_recurrent_gated_delta_rule,
-        sigmoid_gating_update=sigmoid.fused_sigmoid_gating_delta_rule_update,
-        mtp_decode=mtp.fused_gdn_decode_post_conv_mtp_triton,
-        gated_rmsnorm=norm.rmsnorm_fn,
-    )
+        return VllmKernels(  # the kernel files imported in this order, after op's patch
+            version=version,
+            source_dir=root,
+            fused_recurrent=_kernel("fused_recurrent", "fused_recurrent_gated_delta_rule"),
+            sigmoid_gating_update=_kernel("fused_sigmoid_gating", "fused_sigmoid_gating_delta_rule_update"),
+            mtp_decode=_kernel("fused_gdn_decode_post_conv_mtp", "fused_gdn_decode_post_conv_mtp_triton"),
+            gated_rmsnorm=_kernel("layernorm_guard", "rmsnorm_fn"),
+        )
+
+
+def _kernel(module: str, function: str) -> Callable:
+    """`function` of the kernel file OPS.`module`, imported from the wheel."""
+    return getattr(importlib.import_module(f"{OPS}.{module}"), function)
 
 
 def _locate() -> tuple[Path, str]:
