@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 from fuzz.targets import fla, flashinfer, flashinfer_sm100, sglang
 from fuzz.targets.base import Family, Target
@@ -51,3 +51,12 @@ def overridden(overrides: dict[str, str]):
     finally:
         for name, family in FAMILIES.items():
             family.reset(before[name])
+
+
+def overriding(specs: list[str] | tuple[str, ...], option: str) -> ExitStack:
+    """The overrides `specs` name (as parse_overrides reads them), already entered: a command refuses a malformed spec
+    or an unknown family (ValueError) before its work starts, and its `with` on the stack puts every family back
+    after, without taking an error of that work for a bad option."""
+    restore = ExitStack()
+    restore.enter_context(overridden(parse_overrides(specs, option)))
+    return restore
