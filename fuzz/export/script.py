@@ -32,7 +32,7 @@ from fuzz.model.known_bugs import BY_ID
 from fuzz.run import corpus
 from fuzz.targets.base import Target
 from fuzz.targets.contract import contract_for
-from fuzz.targets.registry import TARGETS
+from fuzz.targets.registry import target_named
 from fuzz.targets.triton_common import TritonTarget
 
 WIDTH = 116
@@ -57,13 +57,6 @@ try:
     import torch
 except ImportError as error:
     sys.exit(not_run(missing(REQUIRES, error)))"""
-
-
-def target_named(name: str) -> Target:
-    target = {t.name: t for t in TARGETS}.get(name)
-    if target is None:
-        raise ValueError(f"unknown target {name!r}; expected one of {sorted(t.name for t in TARGETS)}")
-    return target
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,14 @@ def targets_for(op: str) -> list[Target]:
     return [t for t in TARGETS if op in t.support.ops]
 
 
+def target_named(name: str) -> Target:
+    """The registered target called `name`; ValueError, naming every registered one, where there is none."""
+    target = {t.name: t for t in TARGETS}.get(name)
+    if target is None:
+        raise ValueError(f"unknown target {name!r}; expected one of {sorted(t.name for t in TARGETS)}")
+    return target
+
+
 def parse_overrides(specs: list[str] | tuple[str, ...], option: str = "--gdn-target") -> dict[str, str]:
     """FAMILY=module.path[:attr] specs as a family -> module map; a malformed or repeated one raises ValueError."""
     overrides: dict[str, str] = {}
