@@ -38,7 +38,7 @@ from fuzz.targets.triton_common import TritonTarget
 WIDTH = 116
 # what REPRO may name beyond the helpers': the oracle of the case's op, FlashInfer's device phrasings, the override hook
 EXTRA = (
-    ("reference.ops", "mtp_verify"),
+    ("reference.ops", "verify"),
     ("reference.ops", "prefill"),
     ("fuzz.targets.unsupported", "unsupported_here"),
     ("fuzz.export.embedded", "EmbeddedModules"),
@@ -262,7 +262,7 @@ def _repro(case, target, recorded, written: Top, sources, gpu, library_module) -
         model = dataclasses.replace(sem.precision(case), bf16_truncates=False)
         lines += [f"    pad={sem.pad!r},", f"    gates={sem.gates!r},", f"    model={_precision(model)},"]
         lines += [f"    output_dtype={sem.output_dtype(case)!r},", f"    names={written.names!r},"]
-        lines += [f"    oracle={'prefill' if case.op == 'prefill' else 'mtp_verify'},"]
+        lines += [f"    oracle={'prefill' if case.op == 'prefill' else 'verify'},"]
         checks = ["check_output", "check_pool"] + (["check_inter"] if case.inter_rows else [])
         lines += [
             f"    checks=({', '.join(checks)}),",

@@ -270,7 +270,7 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
         **slots,
         **inter,
         **bucket.dtypes,
-        gate=draw(st.sampled_from(sup.gate_regimes)),
+        decay=draw(st.sampled_from(sup.decay_regimes)),
         scale=draw(st.sampled_from(budget.scales)),
         l2norm=bucket.l2norm,
         update=bucket.update,

@@ -68,7 +68,7 @@ ALL_SEEN = ("0.6.10", "0.6.11", "0.6.16.post4", "0.7.2.post1", "0.7.4")  # the r
 GVA = "^AcceptedInvalidInput"
 # a kernel that ran and got values wrong, left them unwritten, or wrote where it must not
 WRONG_VALUES = "^(OutputMismatch|StateMismatch|IntermediateMismatch|PoolCorruption|UnwrittenOutput|NonFinite)"
-SANE_GATES = ("mild", "nodecay", "forget", "threshold", "negsat")  # the gate regimes but saturated and mixed
+SANE_DECAYS = ("mild", "nodecay", "forget", "threshold", "negsat")  # the decay regimes but saturated and mixed
 # a wrapped offset: named by the verdict (fuzz.judge.verdict), or an illegal address where the library wrote through
 # a contiguous copy of a strided pool (0.6.10 / 0.6.11: reshape(pool_size * HV, V, K)), below which no guard of ours is
 WRAPPED = r"wrapped int32 \w+ offset|an int32 offset there wraps|^KernelCrash"
@@ -222,11 +222,11 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "saturated-softplus-nan",
         "softplus as a blend of x and log(1 + exp(x)) gives 0 * inf = NaN once a + "
         "dt_bias passes ~88.7 (exp overflows in fp32): NaN outputs for saturated gates; 0.7.4 branches instead; "
-        "masked by not drawing the saturated gate regimes",
+        "masked by not drawing the saturated decay regimes",
         (FI_MTP, FI_BF16),
         "0.6.5",
         fixed_in="0.7.4",
-        mask={"gate_regimes": SANE_GATES},
+        mask={"decay_regimes": SANE_DECAYS},
         seen_on=("0.6.10", "0.6.11", "0.6.16.post4", "0.7.2.post1"),
         shows="^NonFinite",
     ),

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
-from fuzz.model.case import GATES
+from fuzz.model.case import DECAYS
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Support:
     l2norm_off: bool = True
     output_optional: bool = False  # output= may be None (the library allocates the buffer it returns)
     wide_offsets: bool = True  # slot offsets past 2^31 elements are drawn (the large-pool test; a known bug masks it)
-    gate_regimes: tuple = GATES  # fuzz.model.case gate regimes drawn
+    decay_regimes: tuple = DECAYS  # fuzz.model.case decay regimes drawn
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
     # the serving engine whose glue the target calls (fuzz.model.engines.ENGINES): cases are drawn under its index
     # rules, with its contract edges now and then; None: a kernel target, drawn over everything it accepts

@@ -199,7 +199,7 @@ def _differential(run: Check) -> None:
     case, sem = run.case, run.sem
     t = run.tensors()
     run.events.append(f"contract: {sem.pad.read}/{sem.pad.write}, padded rows {'yes' if any(case.padded) else 'no'}")
-    run.events.append(f"gate regime: {case.gate}")
+    run.events.append(f"decay regime: {case.decay}")
     if not case.valid:
         run.call_invalid(t)
         return
@@ -222,7 +222,7 @@ def library_error(case: Case, error: Exception) -> Exception:
     return UnsupportedHere(why) if why else RejectedValidInput.raised(case, error)
 
 
-def verify(target: Target, case: Case, device: str) -> CheckResult:
+def check_or_raise(target: Target, case: Case, device: str) -> CheckResult:
     """check(), raising the typed failure if there is one (for scripts and tests that want an exception)."""
     result = check(target, case, device)
     result.raise_failure()
