@@ -45,6 +45,7 @@ class Support:
     wide_offsets: bool = True  # slot offsets past 2^31 elements are drawn (the large-pool test; a known bug masks it)
     gate_regimes: tuple = GATES  # fuzz.model.case gate regimes drawn
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
+    scales: tuple | None = None  # the budget's attention scales drawn (None: all; (None,): the kernel's default only)
     # the serving engine whose glue the target calls (fuzz.model.engines.ENGINES): cases are drawn under its index
     # rules, with its contract edges now and then; None: a kernel target, drawn over everything it accepts
     engine: str | None = None

@@ -156,7 +156,9 @@ class Target:
         it: then only Support limits the target)."""
         return contract_for(self.contracts, self.path, self.release())
 
-    def semantics(self) -> Semantics:
+    def semantics(self, op: str | None = None) -> Semantics:
+        """The semantics row of this path at the loaded release. `op`: the operation a check runs, for a target whose
+        operations run different kernels (fuzz.targets.sglang_glue); the others have one row."""
         return semantics_for(self.path, self.release())
 
     def release_support(self, api) -> ReleasePlan:
@@ -224,6 +226,21 @@ class Target:
             major = torch.cuda.get_device_capability()[0]
             if major not in arch:
                 return f"needs compute capability major in {arch}; this GPU is sm_{major}x"
+        return None
+
+    def op_unavailable(self, op: str, profile_device: str) -> str | None:
+        """Why this target, available here, cannot run `op` on this profile's device, or None."""
+        return None
+
+    def where(self, profile_device: str) -> str | None:
+        """Where the library runs on this profile's device, for the targets table, where the origin does not say it
+        (a CPU stand-in, an interpreter); None: it runs where it is installed."""
+        return None
+
+    def paired(self) -> Target | None:
+        """A second target each case of this one also runs on, in the same check: judged against the oracle, then
+        against this target where both contracts define the values (a differential inside one engine:
+        fuzz.judge.pair); None: none."""
         return None
 
     def variant(self, case: Case) -> str | None:
