@@ -329,8 +329,8 @@ def _buffer_problem(c: Case) -> str | None:
         return f"{_inter(c)}: {c.inter_steps} steps for T{c.T} tokens (expected steps >= T)"
     if c.inter_index is None:
         if c.inter_rows < c.B:
-            if c.edge == "pad-past-scratch" and all(c.padded[c.inter_rows :]):
-                return None  # the padded rows past the scratch write nothing outside it (EDGES)
+            if c.edge == "pad-past-scratch" and all(c.padded[c.inter_rows - 1 :]):
+                return None  # padded from the extra (last) row on: they write nothing outside the scratch (EDGES)
             return f"{_inter(c)}: {c.inter_rows} rows for B{c.B} requests (each writes its batch row; see rows[...])"
         return None
     if len(c.inter_index) != c.B:

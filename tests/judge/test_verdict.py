@@ -145,3 +145,118 @@ def test_an_output_the_kernel_rounds_to_bf16_into_an_fp16_buffer_is_judged_at_bf
     assert _rounded(torch.float16, torch.bfloat16) == "bf16" and _rounded(torch.float16, torch.float16) == "fp16"
     assert tolerance("flashinfer.pretranspose.fp32", "output", "fp16").bound(0.000812, 0.281, 1) < 0.00195
     assert tolerance("flashinfer.pretranspose.fp32", "output", "bf16").bound(0.000812, 0.281, 1) >= 0.00195
+
+
+# --- the engines' padding contract ("discard"), scratch slots and the edges' cases -----------------------------------
+SGLANG = Semantics(pad=reference.PadContract("negative", "discard", "skip"), scratch_slots=(0,))
+VLLM = Semantics(pad=reference.PadContract("zero", "discard", "skip"))
+# SGLang verify: a scratch of spec_size + 1 = 4 rows by batch row, the tail row padded; slot 5 is the pool's last.
+ENGINE_CASE = Case.parse(
+    "verify-B3-T2-H1-HV2-K4-V8-pool6-pad1-fp32state-fp32in-i32-vk-gate_mild-seed5-slots[3,5,-1]-inter4x2+0-noupdate"
+)
+# vLLM: per-token slots, accepted counts select the read slot; the middle row padded (null block, accepted 1).
+VLLM_CASE = Case.parse(
+    "verify-B3-T3-H1-HV2-K4-V8-pool10-pad1-fp32state-fp32in-i32-vk-gate_mild-seed5-slots[5,0,7]"
+    "-tslots[4/5/6,0/0/0,7/8/9]-null0-acc[2,1,1]"
+)
+
+
+class EngineTarget(OracleTarget):
+    """The float32 oracle under an engine's contract (`sem`); `reads(t)` the read slots it uses (default the case's),
+    then `fault`."""
+
+    def __init__(self, sem, fault=None, reads=None):
+        super().__init__(fault)
+        self.sem, self.reads = sem, reads
+
+    def semantics(self):
+        return self.sem
+
+    def call(self, case, t):
+        rows = None
+        if t.inter is not None and case.inter_rows < case.B:  # past the scratch: no row (the padded tail)
+            rows = torch.tensor([n if n < case.inter_rows else -1 for n in range(case.B)])
+        res = reference.mtp_verify(
+            t.q,
+            t.k,
+            t.v,
+            reference.RawGates(t.A_log, t.a, t.dt_bias, t.b),
+            t.pool.view,
+            t.read_slots if self.reads is None else self.reads(t),
+            pad=self.sem.pad,
+            precision=self.sem.precision(case),
+            intermediate=None if t.inter is None else t.inter.view,
+            intermediate_rows=rows,
+            token_slots=t.token_slots,
+            disable_state_update=not case.update,
+        )
+        t.pool.view.copy_(res.pool)
+        if t.inter is not None:
+            t.inter.view.copy_(res.intermediate)
+        t.output.view.copy_(res.output)
+        if self.fault:
+            self.fault(t)
+        return t.output.view
+
+
+UNDEFINED = {  # what a "discard" contract and a scratch slot leave undefined: none of it is judged
+    "garbage in the padded row's output": lambda t: t.output.view[2].fill_(3.0),
+    "the padded row's output left as poison": lambda t: t.output.view[2].copy_(t.output.before_view[2]),
+    "garbage in the padded row's scratch row": lambda t: t.inter.view[2].fill_(3.0),
+    "the reserved slot 0 written": lambda t: t.pool.view[0].fill_(3.0),
+}
+JUDGED = {  # what they still judge
+    "a padded row writes the last slot (a -1 wrapped)": (lambda t: t.pool.view[5].add_(1.0), failures.PoolCorruption),
+    "a slot no request names changed": (lambda t: t.pool.view[1].add_(1e-3), failures.PoolCorruption),
+    "a write past the scratch": (lambda t: t.inter.full[-1, 0].fill_(1.0), failures.GuardBreach),
+    "a spare scratch row changed": (lambda t: t.inter.view[3].fill_(0.0), failures.PoolCorruption),
+    "a live row's output off": (lambda t: t.output.view[1, 0, 0, 0].add_(1e-3), failures.OutputMismatch),
+    "a live row's scratch row off": (lambda t: t.inter.view[0, 1, 0, 0, 0].add_(1e-3), failures.IntermediateMismatch),
+}
+
+
+@pytest.mark.parametrize("fault", UNDEFINED, ids=lambda s: s.replace(" ", "_"))
+def test_discarded_rows_and_scratch_slots_are_not_judged(fault):
+    check(EngineTarget(SGLANG, UNDEFINED[fault]), ENGINE_CASE, "cpu")
+
+
+@pytest.mark.parametrize("fault", JUDGED, ids=lambda s: s.replace(" ", "_"))
+def test_discard_still_judges_live_slots_live_rows_and_guards(fault):
+    plant, kind = JUDGED[fault]
+    with pytest.raises(kind, match="verify-B3-T2"):
+        check(EngineTarget(SGLANG, plant), ENGINE_CASE, "cpu")
+
+
+def test_slot_zero_is_judged_where_no_scratch_slot_is_declared():
+    with pytest.raises(failures.PoolCorruption, match="pool slot 0 changed"):
+        check(
+            EngineTarget(SGLANG.__class__(pad=SGLANG.pad), UNDEFINED["the reserved slot 0 written"]), ENGINE_CASE, "cpu"
+        )
+
+
+def test_a_request_on_a_scratch_slot_is_not_judged():
+    """The slot-zero edge under SGLang: a live request named on the reserved slot starts from undefined content."""
+    case = ENGINE_CASE.replace(read_slots=(0, 5, -1), update=True, edge="slot-zero")
+    check(EngineTarget(SGLANG, lambda t: (t.output.view[0].fill_(3.0), t.inter.view[0].fill_(3.0))), case, "cpu")
+    with pytest.raises(failures.OutputMismatch):
+        check(EngineTarget(SGLANG, lambda t: t.output.view[1].add_(1.0)), case, "cpu")
+
+
+def test_a_padded_batch_past_the_scratch_is_judged_inside_it():
+    """pad-past-scratch: 5 rows, a scratch of 3 (spec_size 2); the rows past it write nothing outside it, and its last
+    row (the discard row the engine puts them on) is undefined."""
+    case = ENGINE_CASE.replace(read_slots=(3, 5, -1, -1, -1), inter_rows=3, edge="pad-past-scratch")
+    check(EngineTarget(SGLANG, lambda t: t.inter.view[2].fill_(3.0)), case, "cpu")
+    with pytest.raises(failures.GuardBreach, match="intermediate written outside"):
+        check(EngineTarget(SGLANG, lambda t: t.inter.full[-1, 0].fill_(1.0)), case, "cpu")
+
+
+def test_the_accepted_count_selects_the_read_slot():
+    """vLLM: request 0 accepted 2 tokens, so it starts from its second token's slot (5); a kernel starting from the
+    first (4) is found, and the padded row (null block in every column) writes nothing."""
+    check(EngineTarget(VLLM), VLLM_CASE, "cpu")
+    first_column = lambda t: torch.where(t.read_slots > 0, t.token_slots[:, 0], t.read_slots)
+    with pytest.raises((failures.OutputMismatch, failures.StateMismatch)):
+        check(EngineTarget(VLLM, reads=first_column), VLLM_CASE, "cpu")
+    with pytest.raises(failures.PoolCorruption, match="slot 1 changed"):
+        check(EngineTarget(VLLM, lambda t: t.pool.view[1].fill_(3.0)), VLLM_CASE, "cpu")
