@@ -74,7 +74,7 @@ class Check:
 
     def __init__(self, target: Target, case: Case, device: str, on_phase: Callable[[str], None] | None = None):
         self.target, self.case, self.device, self.on_phase = target, case, device, on_phase
-        self.sem = target.semantics(case.op)
+        self.sem = target.semantics().for_op(case.op)
         self.phases: dict[str, float] = {}  # seconds per phase: tensors, oracle, kernel, verdict
         self.events: list[str] = []  # coverage labels
         self.compared: list = []  # the verdict's comparisons
@@ -165,7 +165,7 @@ class Check:
         oracle under its own contract (a failure named by its target), then against `first`, this check's run, where
         both contracts define the values (fuzz.judge.pair: Disagreement)."""
         t = self.tensors()
-        sem = other.semantics(self.case.op)
+        sem = other.semantics().for_op(self.case.op)
         with self.phase("oracle"):
             want = expected(self.case, t, sem)
         own: list = []

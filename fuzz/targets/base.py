@@ -156,9 +156,7 @@ class Target:
         it: then only Support limits the target)."""
         return contract_for(self.contracts, self.path, self.release())
 
-    def semantics(self, op: str | None = None) -> Semantics:
-        """The semantics row of this path at the loaded release. `op`: the operation a check runs, for a target whose
-        operations run different kernels (fuzz.targets.sglang_glue); the others have one row."""
+    def semantics(self) -> Semantics:
         return semantics_for(self.path, self.release())
 
     def release_support(self, api) -> ReleasePlan:

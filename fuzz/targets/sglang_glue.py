@@ -50,7 +50,6 @@ from fuzz.model.tensors import Tensors
 from fuzz.targets.api import AdapterError
 from fuzz.targets.base import Family, Target, Unavailable, installed_version
 from fuzz.targets.flashinfer_contract import HEAD_128
-from fuzz.targets.semantics import Semantics, semantics_for
 from fuzz.targets.triton_common import TritonTarget
 
 FLASHINFER, TRITON = "FlashInferGDNKernel", "TritonGDNKernel"
@@ -75,20 +74,13 @@ SGLANG_GLUE = GlueFamily("sglang-glue", (FLASHINFER, TRITON))
 
 class GlueTarget(TritonTarget):
     """One glue entry (its class in `needs`); arch: the SM major a FlashInferGDNKernel is built for (None: Triton).
-    A prefill case reads the path's `.extend` semantics row: extend runs another kernel (gates as g and beta)."""
+    A prefill case runs under its semantics row's `prefill` row: extend runs another kernel (gates as g and beta)."""
 
     family = SGLANG_GLUE
 
     def __init__(self, name: str, path: str, support: Support, arch: int | None = None, packed: bool = False):
         self.name, self.path, self.support, self.arch, self.packed = name, path, support, arch, packed
         self.needs = (TRITON,) if arch is None else (FLASHINFER,)
-
-    def semantics(self, op: str | None = None) -> Semantics:
-        sem = super().semantics(op)
-        if op != "prefill":
-            return sem
-        extend = semantics_for(f"{self.path}.extend", self.release())
-        return dataclasses.replace(extend, bf16_truncates=sem.bf16_truncates)
 
     def op_unavailable(self, op: str, profile_device: str) -> str | None:
         if op == "prefill" and self.arch is None and profile_device == "cpu":

@@ -14,9 +14,9 @@ def interpreted() -> bool:
 
 
 class TritonTarget(Target):
-    def semantics(self, op: str | None = None) -> Semantics:
+    def semantics(self) -> Semantics:
         """Triton 3.8's interpreter casts fp32 -> bf16 by truncation (GPU: round-to-nearest-even)."""
-        sem = super().semantics(op)
+        sem = super().semantics()
         return dataclasses.replace(sem, bf16_truncates=True) if interpreted() and not self.overridden else sem
 
     def unavailable_reason(self, profile_device: str) -> str | None:
