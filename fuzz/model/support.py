@@ -75,8 +75,9 @@ class Support:
 class TargetView(Protocol):
     """A target as the strategies see it (fuzz.targets.base.Target): its name and semantics path, the release its API
     reports, its own Support and what it declares (narrowed by its release and the masks of the known bugs given),
-    its semantics row (the padding contract) and the width its element offsets may wrap at. A target pinned to one
-    pool's geometry (fuzz.generate.serving.Pinned) offers what `cases` reads: all but `support`."""
+    its semantics row (the padding contract), the width its element offsets may wrap at and the operations it cannot
+    run on a device (serving_ops). A target pinned to one pool's geometry (fuzz.generate.serving.Pinned) offers what
+    `cases` reads: all but `support` and op_unavailable."""
 
     name: str
     support: Support
@@ -91,3 +92,5 @@ class TargetView(Protocol):
     def semantics(self): ...
 
     def offset_bits(self) -> int: ...
+
+    def op_unavailable(self, op: str, profile_device: str) -> str | None: ...

@@ -50,7 +50,7 @@ from fuzz.model.tensors import Tensors
 from fuzz.targets.api import AdapterError
 from fuzz.targets.base import Family, Target, Unavailable, installed_version
 from fuzz.targets.flashinfer_contract import HEAD_128
-from fuzz.targets.triton_common import TritonTarget
+from fuzz.targets.triton_common import TritonTarget, interpreted
 
 FLASHINFER, TRITON = "FlashInferGDNKernel", "TritonGDNKernel"
 ALIGNMENT = 32  # gdn_flashinfer._FLASHINFER_GDN_ALIGNMENT: a mutable buffer off it sends the call to Triton
@@ -83,7 +83,7 @@ class GlueTarget(TritonTarget):
         self.needs = (TRITON,) if arch is None else (FLASHINFER,)
 
     def op_unavailable(self, op: str, profile_device: str) -> str | None:
-        if op == "prefill" and self.arch is None and profile_device == "cpu":
+        if op == "prefill" and self.arch is None and interpreted():
             return (
                 "TritonGDNKernel.extend runs SGLang's chunked kernel, which gives wrong numbers under the Triton "
                 "interpreter (max error 6e9 against the recurrent kernel: shared/research/serving-glue.md §2.3, "
@@ -257,14 +257,19 @@ _GLUE = Support(
 )
 # FlashInfer under the glue: K = V = 128, fp16 / bf16 inputs (the FlashInfer contract); the pool dtype the glue's
 # path takes: SM90 fp32 (gather / scatter through the fp32 pretranspose, fp32 MTP), SM100 bf16 (the pool API and the
-# internal bf16 MTP, gated_delta_rule_mtp_bf16, gdn_flashinfer.py:231-263).
+# internal bf16 MTP, gated_delta_rule_mtp_bf16, gdn_flashinfer.py:231-263). SM100 verifies from T = 2: the CPU
+# stand-in's bf16 MTP (the pretranspose route) refuses T = 1 with a scratch, which the internal kernel takes
+# (fuzz.standins.flashinfer_glue_cpu); SGLang verifies at least one draft token past the last accepted one.
 _FI = dataclasses.replace(_GLUE, input_dtypes=("bf16", "fp16"), head_dims=HEAD_128)
 _FI_SM90 = dataclasses.replace(_FI, ops=frozenset({"decode", "verify", "prefill"}), state_dtypes=("fp32",))
-_FI_SM100 = dataclasses.replace(_FI_SM90, state_dtypes=("bf16",))
+_FI_SM100 = dataclasses.replace(_FI_SM90, state_dtypes=("bf16",), verify_min_T=2)
+# Triton: bf16 / fp16 inputs, the model dtypes SGLang serves GDN in (its chunk kernel rejects fp32 inputs:
+# kernels/ops/attention/fla/chunk.py:217)
+_TRITON = dataclasses.replace(_GLUE, ops=_FI_SM90.ops, input_dtypes=("bf16", "fp16"))
 TARGETS = (
     GlueTarget("sglang-glue-fi-sm90", "sglang.glue.flashinfer.sm90", _FI_SM90, arch=9),
     GlueTarget("sglang-glue-fi-sm100", "sglang.glue.flashinfer.sm100", _FI_SM100, arch=10),
-    GlueTarget("sglang-glue-triton", "sglang.glue.triton", dataclasses.replace(_GLUE, ops=_FI_SM90.ops)),
-    GlueTarget("sglang-glue-triton-packed", "sglang.glue.triton.packed", _GLUE.narrowed(ops=("decode",)), packed=True),
+    GlueTarget("sglang-glue-triton", "sglang.glue.triton", _TRITON),
+    GlueTarget("sglang-glue-triton-packed", "sglang.glue.triton.packed", _TRITON.narrowed(ops=("decode",)), None, True),
     FallbackTarget("sglang-glue-fallback", "sglang.glue.flashinfer.sm90", _FI_SM90.narrowed(ops=_GLUE.ops), arch=9),
 )
