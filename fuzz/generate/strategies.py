@@ -271,7 +271,7 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
         **inter,
         **bucket.dtypes,
         gate=draw(st.sampled_from(sup.gate_regimes)),
-        scale=draw(st.sampled_from(budget.scales)),
+        scale=draw(st.sampled_from(tuple(s for s in budget.scales if sup.scales is None or s in sup.scales))),
         l2norm=bucket.l2norm,
         update=bucket.update,
         pool_gap=draw(st.sampled_from([g for g in budget.gaps if g])) if bucket.strided and not large else gap,

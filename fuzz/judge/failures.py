@@ -95,6 +95,11 @@ class StateLeak(GdnFailure):
     or before a call the pool no longer held what the calls before it left there (fuzz.run.serving)."""
 
 
+class Disagreement(GdnFailure):
+    """Two paths of one engine that its contract says must agree on a case (a glue and its fallback: fuzz.judge.pair)
+    disagree beyond the pair's bound, whatever the oracle says."""
+
+
 FAILURE_KINDS = (
     OutputMismatch,
     StateMismatch,
@@ -110,6 +115,7 @@ FAILURE_KINDS = (
     StaleCompile,
     OutputAliased,
     StateLeak,
+    Disagreement,
 )
 KINDS = {k.__name__: k for k in FAILURE_KINDS}
 

@@ -223,6 +223,21 @@ class Target:
                 return f"needs compute capability major in {arch}; this GPU is sm_{major}x"
         return None
 
+    def op_unavailable(self, op: str, profile_device: str) -> str | None:
+        """Why this target, available here, cannot run `op` on this profile's device, or None."""
+        return None
+
+    def where(self, profile_device: str) -> str | None:
+        """Where the library runs on this profile's device, for the targets table, where the origin does not say it
+        (a CPU stand-in, an interpreter); None: it runs where it is installed."""
+        return None
+
+    def paired(self) -> Target | None:
+        """A second target each case of this one also runs on, in the same check: judged against the oracle, then
+        against this target where both contracts define the values (a differential inside one engine:
+        fuzz.judge.pair); None: none."""
+        return None
+
     def variant(self, case: Case) -> str | None:
         """The kernel variant the library dispatches this case to, where it picks one by more than the compile key
         (e.g. by B * HV); part of the case's dispatch bucket."""

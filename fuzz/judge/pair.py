@@ -1,0 +1,105 @@
+"""Two paths of one engine judged against each other: a Disagreement beyond the pair's bound is a finding, even where
+the oracle is unsure (fuzz.targets.sglang_glue's sglang-glue-fallback: the FlashInfer glue and its Triton fallback
+on one case). Each run is judged against the oracle first (fuzz.judge.verdict); this compares only what both
+contracts define: the output rows of live requests, the pool slots the oracle says they write, and their scratch
+rows. Padded rows and the engine's scratch slots (Semantics.scratch_slots: SGLang's reserved slot 0), with the
+requests that read one, differ by contract and are left out.
+
+The pair's bound is the verdict's tolerance rule (fuzz.judge.tolerance) with one run standing for the oracle: c times
+how far apart the two runs' precision models are, plus the floor once for each run's reduction order,
+
+    |a - b|max  <=  c * |model_a - model_b|max  +  2 * (rel * |exact|max + abs) * (1 + growth * (T - 1)),
+
+with the tolerance of the coarser of the two stored dtypes. A value finite in one run and not in the other
+disagrees whatever the bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from fuzz.judge.failures import Disagreement
+from fuzz.judge.oracle import Expected
+from fuzz.judge.tolerance import tolerance
+from fuzz.judge.verdict import Comparison
+from fuzz.model.case import DTYPE_NAMES, Case
+from fuzz.model.tensors import Tensors
+from fuzz.targets.semantics import Semantics
+
+
+@dataclass(frozen=True)
+class Run:
+    """One path's call on the case: its tensors after the call, the output it returned, the oracle's values under
+    its own contract."""
+
+    tensors: Tensors
+    output: torch.Tensor
+    expected: Expected
+
+
+def judge_pair(case: Case, path: str, sem: Semantics, a: Run, b: Run, compared: list[Comparison]) -> None:
+    """Raise Disagreement where runs `a` and `b` of the case differ beyond the pair's bound, on what both contracts
+    define; `sem` is a's contract (its scratch slots), `path` picks the tolerances. Appends a "pair" comparison per
+    kind compared."""
+    live = [n for n, padded in enumerate(case.padded) if not padded and case.read_slots[n] not in sem.scratch_slots]
+    starts = [0, *torch.tensor(case.tokens, dtype=torch.int64).cumsum(0).tolist()]
+    written = lambda run: run.expected.exact
+    slots = set(written(a).written_slots) & set(written(b).written_slots) - set(sem.scratch_slots)
+    rows = {case.inter_index[n] if case.inter_index else n for n in live} if case.inter_rows else set()
+    index = {
+        "output": [r for n in live for r in range(starts[n], starts[n + 1])],
+        "state": sorted(slots),
+        "intermediate": sorted(rows & written(a).written_rows & written(b).written_rows),
+    }
+    for kind, at in index.items():
+        if at:
+            _compare(case, path, kind, _values(case, a, kind, at), _values(case, b, kind, at), compared)
+
+
+def _values(case: Case, run: Run, kind: str, at: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(the run's values, its precision model's, the float64 oracle's) at token rows / slots / scratch rows `at`."""
+    model, exact = run.expected.model, run.expected.exact
+    if kind == "output":
+        flat = lambda x: x.reshape(-1, *x.shape[-2:])[at]
+        return flat(run.output), flat(model.output), flat(exact.output)
+    if kind == "state":
+        return run.tensors.pool.view[at], _at(model.slots, model.states, at), _at(exact.slots, exact.states, at)
+    got = run.tensors.inter.view[at, : case.T]
+    return got, _at(model.rows, model.row_states, at), _at(exact.rows, exact.row_states, at)
+
+
+def _at(ids: torch.Tensor, values: torch.Tensor, wanted: list[int]) -> torch.Tensor:
+    where = {int(s): i for i, s in enumerate(ids.tolist())}
+    return values[torch.tensor([where[w] for w in wanted], device=values.device)]
+
+
+def _compare(case: Case, path: str, kind: str, a: tuple, b: tuple, compared: list[Comparison]) -> None:
+    stored = max(a[0].dtype, b[0].dtype, key=lambda d: torch.finfo(d).eps)
+    (got_a, model_a, exact), (got_b, model_b, _) = ([x.detach().to(torch.float64) for x in v] for v in (a, b))
+    finite_a, finite_b = torch.isfinite(got_a), torch.isfinite(got_b)
+    if (finite_a != finite_b).any():
+        at = tuple((finite_a != finite_b).nonzero()[0].tolist())
+        raise Disagreement(
+            case,
+            f"{kind}{list(at)}: {got_a[at].item():.7g} on one path, {got_b[at].item():.7g} on the other",
+            cause=f"{kind} finite on one path only",
+        )
+    judged = finite_a & torch.isfinite(model_a) & torch.isfinite(model_b) & torch.isfinite(exact)
+    zero = got_a.new_zeros(())
+    gap = lambda x, y: float((x - y).abs().where(judged, zero).max())
+    worst, models, scale = gap(got_a, got_b), gap(model_a, model_b), gap(exact, zero)
+    tol = tolerance(path, kind, DTYPE_NAMES[stored])
+    bound = tol.bound(models, scale, case.T) + tol.bound(0.0, scale, case.T)
+    compared.append(Comparison(f"{kind} pair", worst, bound))
+    if worst > bound:
+        diff = (got_a - got_b).abs().where(judged, zero)
+        at = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+        raise Disagreement(
+            case,
+            f"{kind}{list(at)}: {got_a[at].item():.7g} on one path, {got_b[at].item():.7g} on the other; "
+            f"max gap {worst:.3g} > the pair's bound {bound:.3g} (= {tol.c} x model gap {models:.3g} + 2 x floor at "
+            f"|oracle|max {scale:.3g}, T={case.T})",
+            cause=f"{kind} paths disagree above the pair's bound",
+        )
