@@ -95,6 +95,11 @@ class StateLeak(GdnFailure):
     or before a call the pool no longer held what the calls before it left there (fuzz.run.serving)."""
 
 
+class Disagreement(GdnFailure):
+    """Two implementations inside one engine that its contract says must agree, disagree (a pair target's
+    differential, fuzz.targets.pair): a finding even where the oracle is unsure."""
+
+
 FAILURE_KINDS = (
     OutputMismatch,
     StateMismatch,
@@ -110,6 +115,7 @@ FAILURE_KINDS = (
     StaleCompile,
     OutputAliased,
     StateLeak,
+    Disagreement,
 )
 KINDS = {k.__name__: k for k in FAILURE_KINDS}
 

@@ -6,7 +6,8 @@
   call      the library call (Case.warm_pool's warm-up call first); an error the library raises becomes a finding
             (library_error: RejectedValidInput, or UnsupportedHere for "not on this device"); `call_invalid` for a
             case outside the contract, which the library must reject;
-  verdict   the standard judgement (fuzz.judge.verdict.judge) of outputs, states, guards and untouched slots;
+  verdict   the standard judgement (fuzz.judge.verdict.judge) of outputs, states, guards and untouched slots; then
+            the Disagreement a pair target's call reported (fuzz.targets.pair: two implementations it ran disagree);
   result    the CheckResult: comparisons, phase times, coverage events, the failure.
 A driver composes them inside the stage runner `with check.judging():`, the one place where a GdnFailure a stage
 raises becomes the result's Failure value (typed with the failure bucket and the library's traceback); the stages
@@ -30,7 +31,7 @@ from contextlib import contextmanager
 import torch
 
 from fuzz.generate.materialize import materialize
-from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidInput, normalized
+from fuzz.judge.failures import AcceptedInvalidInput, Disagreement, GdnFailure, RejectedValidInput, normalized
 from fuzz.judge.oracle import Expected, expected
 from fuzz.judge.verdict import judge
 from fuzz.model.case import Case
@@ -39,6 +40,7 @@ from fuzz.run.memory import exclusive_if_heavy
 from fuzz.run.result import CheckResult, Failure
 from fuzz.targets.api import AdapterError
 from fuzz.targets.base import Target
+from fuzz.targets.pair import PairDisagrees
 from fuzz.targets.unsupported import UnsupportedHere, unsupported_here
 
 PHASES = ("tensors", "oracle", "warm-up call", "kernel call", "verdict")  # what a Check tells its on_phase hook
@@ -74,6 +76,7 @@ class Check:
         self.events: list[str] = []  # coverage labels
         self.compared: list = []  # the verdict's comparisons
         self.failure: Failure | None = None  # set by the stage runner
+        self.disagreement: Disagreement | None = None  # a pair target's, raised after the verdict (fuzz.targets.pair)
 
     # ---- the stage runner and its timing ---------------------------------------------------------------------------
     @contextmanager
@@ -133,6 +136,9 @@ class Check:
                 return self.target.call(case, t)
         except (AdapterError, torch.OutOfMemoryError):
             raise  # our adapter's defect, or the device's memory: never a finding
+        except PairDisagrees as e:  # both implementations ran: the verdict first, then the disagreement (verdict)
+            self.disagreement = Disagreement(case, e.detail, e.cause)
+            return e.output
         except Exception as e:  # the library's own error text is the finding
             raise library_error(case, e) from e
 
@@ -150,9 +156,12 @@ class Check:
         )
 
     def verdict(self, t: Tensors, got: torch.Tensor, want: Expected) -> None:
-        """The standard verdict on the call: raises the first failure, keeps every comparison."""
+        """The standard verdict on the call: raises the first failure, keeps every comparison; then a pair target's
+        disagreement, if its call had one."""
         with self.phase("verdict"):
             judge(self.case, self.target.path, self.sem, t, got, want, self.compared)
+            if self.disagreement is not None:
+                raise self.disagreement
 
     def result(self, unjudged: str | None = None, unavailable: str | None = None) -> CheckResult:
         """The check's CheckResult: what it found, with its comparisons, phase times and coverage events."""
