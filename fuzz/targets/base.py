@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -95,6 +96,16 @@ class Family:
 
     def reset(self, override: str | None) -> None:
         self.override, self._api, self._error = override, None, None
+
+
+@contextmanager
+def unavailable_as(error: type[Exception]) -> Iterator[None]:
+    """A wheel loader's `error` raised inside (fuzz.targets.wheel_import.WheelUnavailable: its `reason` says what to
+    install) becomes Unavailable, which Family.api keeps as the family's reason."""
+    try:
+        yield
+    except error as e:
+        raise Unavailable(e.reason) from e
 
 
 def installed_version(dist: str) -> str:
