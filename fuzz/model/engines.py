@@ -109,6 +109,16 @@ class Edge:
     skip_ok: bool = False
 
 
+def _accepted(id: str, contract: str, why: str) -> Edge:
+    """An edge of vLLM's accepted counts: a clean rejection is right, a skipped row too (a kernel cannot raise); the
+    bounded MTP port and the unmasked index load of the other kernels are where it is read."""
+    cite = (
+        "vllm third_party/flash_linear_attention/ops/fused_recurrent.py:107-113, fused_sigmoid_gating.py:106-112, "
+        "fused_gdn_decode_post_conv_mtp.py:61-65"
+    )
+    return Edge(id, ("vllm",), ("decode", "verify"), contract, why, "reject", cite, skip_ok=True)
+
+
 EDGES: dict[str, Edge] = {
     edge.id: edge
     for edge in (
@@ -124,38 +134,27 @@ EDGES: dict[str, Edge] = {
             expect="skip",
             cite="sglang srt/layers/attention/linear/utils.py:125-157 (build_verify_intermediate_state_indices)",
         ),
-        Edge(
-            id="accepted-zero",
-            engines=("vllm",),
-            ops=("decode", "verify"),
+        _accepted(
+            "accepted-zero",
             contract="num_accepted_tokens is 1..T for a live row and 1 for a padded one; 0 names no starting state "
             "(the kernel would read ssm_state_indices[n * stride - 1], the previous row's last slot)",
             why="a request whose draft was rejected outright, or a stale accepted count from a preempted request, "
             "is one subtraction away from 0; the MTP port bounds it (accepted > 0), the other kernels do not",
-            expect="reject",
-            skip_ok=True,
-            cite="vllm third_party/flash_linear_attention/ops/fused_recurrent.py:107-113, "
-            "fused_gdn_decode_post_conv_mtp.py:61-65",
         ),
-        Edge(
-            id="accepted-past-T",
-            engines=("vllm",),
-            ops=("decode", "verify"),
+        _accepted(
+            "accepted-past-T",
             contract="num_accepted_tokens is at most T (num_spec + 1, the block table columns passed); a larger count "
             "names no starting state (the kernel would read past the row: the next request's slot)",
             why="a count carried over from a step with more speculative tokens than this one (num_spec changed, or a "
             "decode after a verify) selects a column past the ones passed",
-            expect="reject",
-            skip_ok=True,
-            cite="vllm third_party/flash_linear_attention/ops/fused_recurrent.py:107-113, "
-            "fused_gdn_decode_post_conv_mtp.py:61-65",
         ),
         Edge(
             id="slot-zero",
             engines=("sglang", "vllm"),
             ops=("decode", "verify", "prefill"),
             contract="slot 0 is never allocated: SGLang's dummy write target of padded rows (its content undefined), "
-            "vLLM's null block (skipped); a request named on it gets no defined result: the row is skipped",
+            "vLLM's null block (skipped); a request named on it gets no defined result: the row is skipped (vLLM: "
+            "a request reading it is skipped, a token storing to it stores nothing)",
             why="eager padding maps req-pool row 0 to slot 0, and a slot map translated from a stale or unallocated "
             "entry lands on it",
             expect="skip",
