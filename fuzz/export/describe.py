@@ -8,11 +8,12 @@ from fuzz.run import corpus
 from fuzz.targets.base import Target
 from fuzz.targets.semantics import Semantics, semantics_for
 
-DISTRIBUTIONS = {"fla": "fla-core", "sglang": "sglang", "flashinfer": "flashinfer-python"}
+DISTRIBUTIONS = {"fla": "fla-core", "sglang": "sglang", "flashinfer": "flashinfer-python", "vllm": "vllm"}
 _INSTALL = {
     "fla": "pip install triton fla-core=={}",
     "sglang": "pip install triton packaging && pip install --no-deps sglang=={}",
     "flashinfer": "pip install packaging flashinfer-python=={}",
+    "vllm": "pip install triton einops && pip install --no-deps vllm=={}",
 }
 _READ = {  # reference.contracts.PadContract.read
     "skip_zero": "is skipped (no state read or write) and its output row written as zeros",
