@@ -156,7 +156,7 @@ def test_an_accepted_count_out_of_range_reads_another_requests_slot(target, edge
     _, states = from_slot(run, 1, neighbour, case.token_slots[1], run.pool if written else None)
     torch.testing.assert_close(run.pool[list(case.token_slots[1])].double(), states, rtol=1e-4, atol=1e-4)
     result = check(BY_NAME[target], case, "cpu")
-    assert result.failure.kind == "PoolCorruption" and result.failure.case.edge == edge
+    assert result.failure.kind == "PoolCorruption" and result.failure.key.edge == edge  # a contract edge, not a bug
     assert "pool slot 4 changed but the contract leaves it untouched" in result.failure.message
 
 
@@ -182,7 +182,7 @@ def test_flat_indices_with_several_tokens_write_the_next_requests_slots(target):
     torch.testing.assert_close(run.pool[2].double(), states[0], rtol=1e-4, atol=1e-4)  # not the final state
     torch.testing.assert_close(guard.double(), states[2], rtol=1e-4, atol=1e-4)  # entries 1, 2 name the guard
     result = check(BY_NAME[target], case, "cpu")
-    assert result.failure.kind == "GuardBreach" and result.failure.case.edge == "flat-indices-multitoken"
+    assert result.failure.kind == "GuardBreach" and result.failure.key.edge == "flat-indices-multitoken"
 
 
 # ---- the MTP pair ----------------------------------------------------------------------------------------------------
