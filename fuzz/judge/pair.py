@@ -106,14 +106,11 @@ def _compare(case: Case, kind: str, a: tuple, b: tuple, compared: list[Compariso
     bound = tol.bound(models, scale, case.T) + tol.bound(0.0, scale, case.T)
     compared.append(Comparison(f"{kind} pair", worst, bound))
     if worst > bound:
-        diff = (got_a - got_b).abs().where(judged, zero)
-        at = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+        at = _worst((got_a - got_b).abs().where(judged, zero))
+        text = f"{kind}{list(at)}: {got_a[at].item():.7g} on one path, {got_b[at].item():.7g} on the other; max gap "
+        text += f"{worst:.3g} > the pair's bound {bound:.3g} (= {tol.c} x model gap {models:.3g} + 2 x floor at "
         raise Disagreement(
-            case,
-            f"{kind}{list(at)}: {got_a[at].item():.7g} on one path, {got_b[at].item():.7g} on the other; "
-            f"max gap {worst:.3g} > the pair's bound {bound:.3g} (= {tol.c} x model gap {models:.3g} + 2 x floor at "
-            f"|oracle|max {scale:.3g}, T={case.T})",
-            cause=f"{kind} paths disagree above the pair's bound",
+            case, text + f"|oracle|max {scale:.3g}, T={case.T})", f"{kind} paths disagree above the pair's bound"
         )
 
 
@@ -133,11 +130,14 @@ def _compare_epilogue(
     compared.append(Comparison("output pair", float(err.max()), float(bound.where(both, 0).max())))
     if not bool((excess > 0).any()):
         return
-    at = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
+    at = _worst(excess)
+    text = f"{what}: token row {rows[at[0]]}{list(at[1:])}: {got_a[at].item():.7g} against {got_b[at].item():.7g}, "
+    text += f"error {err[at].item():.3g} > bound {bound[at].item():.3g} (= {EPILOGUE_ULPS} x eps {eps:.3g} x "
     raise Disagreement(
-        case,
-        f"{what}: token row {rows[at[0]]}{list(at[1:])}: {got_a[at].item():.7g} against {got_b[at].item():.7g}, "
-        f"error {err[at].item():.3g} > bound {bound[at].item():.3g} (= {EPILOGUE_ULPS} x eps {eps:.3g} x "
-        f"(|value| + {EPILOGUE_REL} x |max| {scale:.3g}))",
-        cause=f"{what}: error above the pair's bound",
+        case, text + f"(|value| + {EPILOGUE_REL} x |max| {scale:.3g}))", f"{what}: error above the pair's bound"
     )
+
+
+def _worst(x: torch.Tensor) -> tuple[int, ...]:
+    """The index of x's largest element."""
+    return tuple(int(i) for i in torch.unravel_index(x.argmax(), x.shape))

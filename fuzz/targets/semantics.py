@@ -252,15 +252,13 @@ GLUE_PAD = PadContract("negative", "discard", "skip")
 GLUE_FI_EXTEND = Semantics(  # FlashInfer's chunked prefill under the glue, as the flashinfer.prefill.chunk row
     pad=GLUE_PAD, gates="log", output="q", norm_as_input=True, products_as_input=True, scratch_slots=(0,)
 )
+GLUE_FI = Semantics(pad=GLUE_PAD, inputs_as="bf16", output="bf16", scratch_slots=(0,))  # both archs' decode, verify
 TABLE += (
     Row(
         "sglang.glue.flashinfer.sm90",
         ">=0.5.23",
-        Semantics(
-            pad=GLUE_PAD,
-            inputs_as="bf16",
-            output="bf16",
-            scratch_slots=(0,),
+        dataclasses.replace(
+            GLUE_FI,
             prefill=dataclasses.replace(
                 GLUE_FI_EXTEND,
                 why="extend: gdn_prefill_qkv_prepare_fwd l2-normalizes q, k into q's dtype, alpha = exp(g), beta "
@@ -275,11 +273,8 @@ TABLE += (
     Row(
         "sglang.glue.flashinfer.sm100",
         ">=0.5.23",
-        Semantics(
-            pad=GLUE_PAD,
-            inputs_as="bf16",
-            output="bf16",
-            scratch_slots=(0,),
+        dataclasses.replace(
+            GLUE_FI,
             prefill=dataclasses.replace(
                 GLUE_FI_EXTEND,
                 why="extend, state pool: -1 clamped to slot 0 (l.539), the bf16 states gathered as they are "
