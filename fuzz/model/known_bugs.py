@@ -93,6 +93,16 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         shows=GVA,
     ),
     KnownBug(
+        "vllm-unchecked-gva",
+        "HV not a multiple of H is accepted and computed with a wrong head map (i_h = i_hv // (HV // H) reads q/k "
+        "heads past H: fused_recurrent.py:65, fused_sigmoid_gating.py:64; the MTP port asserts HV % H == 0)",
+        ("vllm.fused_recurrent", "vllm.sigmoid_gating"),
+        "0.34.0",
+        mask={"invalid_gva": False},
+        seen_on=("0.34.0",),
+        shows=GVA,
+    ),
+    KnownBug(
         "sglang-strided-write-lost",
         "@input_guard .contiguous() copies the pool / intermediate buffer: writes to a strided view are lost",
         ("sglang.recurrent_update",),
@@ -423,6 +433,23 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         seen_on=("0.6.10",),
         shows=r"Mismatched h\w*_source\.strides",
         stale_key=True,
+    ),
+    # SGLang's GDN kernel glue (fuzz/targets/sglang_glue.py), read in the sglang 0.5.23 wheel
+    KnownBug(
+        "sglang-sm90-pad-last-slot",
+        "SGLang's FlashInfer GDN glue on SM90 sends a CUDA-graph padding row (cache index -1, PAD_SLOT_ID) onto the "
+        "pool's last slot, a live one (the allocator hands out slots 1..size of size + 1, mem_cache/allocator/"
+        "mamba.py:85-88): decode gathers ssm_states[cache_indices] and scatters the new states back with the same "
+        "indices, so -1 reads and overwrites slot size by Python's negative indexing (srt/layers/attention/linear/"
+        "kernels/gdn_flashinfer.py:461, 475); extend remaps -1 to ssm_states.shape[0] - 1 and index_copy_s every "
+        "row's final state back, padded rows included (l.546-552, 585). The padded row's state replaces the last "
+        "slot's, or races a live request on it (a duplicate index: on a GPU either write may land). SM100 sends -1 to "
+        "the reserved slot 0 (decode through FlashInfer's pool API, extend by clamp(min=0), l.539), as the "
+        "allocator's comment intends; no mask (a padding-free draw would hide the engine's padding)",
+        ("sglang.glue.flashinfer.sm90",),
+        "0.5.23",
+        seen_on=("0.5.23",),
+        shows="^PoolCorruption: untouched pool slot changed$|^StateMismatch: state error above the bound",
     ),
 )
 BY_ID = {bug.id: bug for bug in KNOWN_BUGS}
