@@ -1,0 +1,118 @@
+"""Mutation self-test of the serving-glue targets: the fuzzer, run through the `sglang-glue` override as a user would
+(`--gdn-target sglang-glue=tests.mutants:NAME`; a fuzz test in rounds, fuzz.suite.session, on the ci profile), must
+find each glue index mutant of tests/mutants.py (one per index class of the engines' glue) within a fixed budget,
+report it as a bug (never as a contract edge) with a coordinate that reproduces it, and shrink it to the class's
+minimal case; and the real glue through the same override must give no finding.
+
+`pytest -s` prints a table (examples and seconds to the first failure, failure class, shrunk case).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from fuzz.judge.failures import KINDS, IntermediateMismatch, PoolCorruption, RejectedValidInput, StateMismatch
+from fuzz.model.case import Case
+from fuzz.targets.registry import current_overrides, overridden
+from tests.mutants import GLUE_MUTANTS
+from tests.suite.test_mutants import fuzz
+from tests.targets.test_sglang_glue import interpreted  # noqa: F401  (TRITON_INTERPRET=1 before triton is imported)
+
+TRITON = "sglang-glue-triton"
+MAX_EXAMPLES = 200  # per mutant: the budget the fuzzer gets to find the bug
+FP_EXAMPLES = 60  # per op of the run on the real glue through the override
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Where the bug shows, which failure kinds may report it, and what its minimal case looks like."""
+
+    op: str
+    failures: tuple[type, ...]
+    minimal: Callable[[Case], bool]
+    why: str  # the minimality rule in words, for the assertion message
+
+
+def one_live_then_padded(c: Case) -> bool:
+    return c.B == 2 and c.padded == (False, True)
+
+
+EXPECT = {
+    # The padded row writes the last slot's old state back: seen only where a live request holds the last slot
+    # (a lost update); the smallest such pool holds slot 1 alone.
+    "glue_pad_wrapped_onto_last_slot": Expect(
+        "decode",
+        (StateMismatch,),
+        lambda c: one_live_then_padded(c) and c.read_slots[0] == c.pool - 1,
+        "B=2, a live request on the last slot, then a padded row",
+    ),
+    # The same lost update on slot 1 (slot 0 of the renumbered table), wherever slot 1 is live.
+    "glue_pad_clamped_onto_live_slot": Expect(
+        "decode",
+        (StateMismatch,),
+        lambda c: one_live_then_padded(c) and c.read_slots[0] == 1,
+        "B=2, a live request on slot 1, then a padded row",
+    ),
+    # One request on slot 1 (slot 0 is reserved) writes scratch row 1, not its batch row 0; a slot past the scratch
+    # is an illegal address (RejectedValidInput).
+    "glue_scratch_row_by_slot": Expect(
+        "verify",
+        (IntermediateMismatch, PoolCorruption, RejectedValidInput),
+        lambda c: c.B == 1 and c.T == 1 and c.read_slots == (1,),
+        "B=1, T=1, the request on slot 1",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def report():
+    """Rows filled in by the tests; printed once the module is done."""
+    rows: dict[str, dict] = {}
+    yield rows
+    print("\n" + "\n".join(f"{name:32s} {row}" for name, row in sorted(rows.items())))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECT), ids=str)
+def test_fuzzer_finds_and_shrinks_glue_mutant(name, report):
+    exp = EXPECT[name]
+    with overridden({**current_overrides(), "sglang-glue": f"tests.mutants:{name}"}):
+        run = fuzz(TRITON, exp.op, MAX_EXAMPLES)
+    assert run.found, f"{name}: no failure in {run.examples} examples on {TRITON} {exp.op}"
+    first = min(run.found, key=lambda r: r.examples_before)
+    bugs = [r for r in run.found if not r.failure.key.edge]
+    report[name] = dict(
+        op=exp.op,
+        first_failure=first.examples_before,
+        first_seconds=round(first.first_hit_seconds, 1),
+        examples=run.examples,
+        failure=first.failure.kind,
+        edges=[r.failure.key.to_json() for r in run.found if r.failure.key.edge],
+        shrunk=repr(first.failure.case),
+    )
+    assert bugs, f"{name}: found only as contract edges: {[r.failure.key.to_json() for r in run.found]}"
+    for record in run.found:  # every distinct failure is a symptom of the planted bug, shrunk on its own
+        failure = record.failure
+        assert issubclass(KINDS[failure.kind], exp.failures), f"{name}: {failure.kind}: {failure.message}"
+        assert record.minimal and Case.parse(repr(failure.case)) == failure.case  # the report line reproduces
+        assert failure.message.startswith(f"{failure.case!r}: ")  # the message leads with the coordinate
+        assert bool(failure.key.edge) == (failure.case.edge is not None)  # an edge only where the case needs one
+    smallest = min((r.failure.case for r in bugs), key=lambda c: (c.B, c.T, c.pool, len(repr(c))))
+    assert smallest.edge is None and exp.minimal(smallest), (
+        f"{name}: no reported bug is minimal ({exp.why}): {[repr(r.failure.case) for r in bugs]}"
+    )
+
+
+def test_every_glue_mutant_is_expected():
+    assert set(EXPECT) == set(GLUE_MUTANTS)
+
+
+def test_real_glue_through_the_override_has_no_findings():
+    """The control: the installed glue class behind the same override object, no defect mixed in."""
+    with overridden({**current_overrides(), "sglang-glue": "tests.mutants:glue_real"}):
+        runs = {op: fuzz(TRITON, op, FP_EXAMPLES) for op in ("decode", "verify")}
+    found = {op: [r.failure.message for r in run.found] for op, run in runs.items() if run.found}
+    assert all(run.examples >= FP_EXAMPLES // 2 for run in runs.values()), {op: r.examples for op, r in runs.items()}
+    assert not found, found
