@@ -371,3 +371,44 @@ class NoDefect:
 
 
 glue_real = GlueMutant(NoDefect)
+
+
+class VllmMutant:
+    """A `vllm` override (`--gdn-target vllm=tests.mutants:NAME`, fuzz/targets/vllm.py): the installed kernels and
+    their release (so its known bugs' masks hold), with the kernel named `function` wrapped by `defect(real)`. Loaded
+    on first use, as GlueMutant is."""
+
+    def __init__(self, function: str, defect):
+        self.function, self.defect = function, defect
+
+    @functools.cached_property
+    def real(self):
+        from fuzz.targets.vllm import VLLM
+
+        return VLLM.load_real()
+
+    def __getattr__(self, name: str):
+        from fuzz.targets.vllm import VLLM
+
+        if name not in (*VLLM.functions, "__version__"):
+            raise AttributeError(name)
+        attr = getattr(self.real, name)
+        return self.defect(attr) if name == self.function else attr
+
+
+def accepted_with_bonus(real):
+    """The accepted count handed over with the bonus token counted (num_accepted_tokens + 1, the tokens the previous
+    step emitted), and nothing bounds it: the kernel reads column accepted (its unmasked load,
+    fused_sigmoid_gating.py:106-112), so a request whose drafts were all accepted reads past its row of the block
+    table: the next request's first slot (the guard entry after the last row). Incident class: accepted-token counts
+    outside their range selecting another request's state."""
+
+    def call(*args, num_accepted_tokens=None, **kwargs):
+        if num_accepted_tokens is not None:
+            num_accepted_tokens = num_accepted_tokens + 1
+        return real(*args, num_accepted_tokens=num_accepted_tokens, **kwargs)
+
+    return call
+
+
+vllm_accepted_unbounded = VllmMutant("fused_sigmoid_gating_delta_rule_update", accepted_with_bonus)
