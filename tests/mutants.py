@@ -1,6 +1,10 @@
-"""Planted bugs for the fuzzer's self-test: each mutant is the correct FlashInfer CPU stand-in with ONE
-seam broken the way a shipped kernel broke it. Module-level instances are override specs:
-`overridden({"flashinfer": "tests.mutants:unguarded_pad_slot"})`."""
+"""Planted bugs for the fuzzer's self-test, each with ONE seam broken the way shipped code broke it; module-level
+instances are override specs. Two kinds:
+- kernel mutants: the correct FlashInfer CPU stand-in with one defect (`overridden({"flashinfer":
+  "tests.mutants:unguarded_pad_slot"})`; tests/suite/test_mutants.py);
+- serving-glue mutants: the installed engine code with one index defect in its Python, its Triton kernels the real
+  ones (`--gdn-target sglang-glue=tests.mutants:glue_pad_wrapped_onto_last_slot`, `vllm=tests.mutants:...`;
+  tests/suite/test_glue_mutants.py). They declare INSTALLED_TRITON, so the interpreter's semantics row still holds."""
 
 from __future__ import annotations
 
@@ -291,6 +295,10 @@ class GlueMutant:
     methods wrap the real ones through super()) mixed in. Built on first use: the real class comes from the wheel
     (fuzz.targets.sglang_glue_loader imports triton, which the CPU profile must configure first)."""
 
+    INSTALLED_TRITON = (
+        True  # the real glue's Triton kernels run beneath the defect (TritonTarget.runs_installed_triton)
+    )
+
     def __init__(self, defect: type):
         self.defect = defect
 
@@ -363,20 +371,13 @@ glue_pad_wrapped_onto_last_slot = GlueMutant(PadWrappedOntoLastSlot)
 glue_pad_clamped_onto_live_slot = GlueMutant(PadClampedOntoLiveSlot)
 glue_scratch_row_by_slot = GlueMutant(ScratchRowBySlot)
 
-GLUE_MUTANTS = {name: obj for name, obj in globals().items() if isinstance(obj, GlueMutant)}
-
-
-class NoDefect:
-    """The control: the real glue class behind the same override object (tests/suite/test_glue_mutants.py)."""
-
-
-glue_real = GlueMutant(NoDefect)
-
 
 class VllmMutant:
     """A `vllm` override (`--gdn-target vllm=tests.mutants:NAME`, fuzz/targets/vllm.py): the installed kernels and
     their release (so its known bugs' masks hold), with the kernel named `function` wrapped by `defect(real)`. Loaded
     on first use, as GlueMutant is."""
+
+    INSTALLED_TRITON = True  # it wraps the installed kernels (TritonTarget.runs_installed_triton)
 
     def __init__(self, function: str, defect):
         self.function, self.defect = function, defect
@@ -412,3 +413,12 @@ def accepted_with_bonus(real):
 
 
 vllm_accepted_unbounded = VllmMutant("fused_sigmoid_gating_delta_rule_update", accepted_with_bonus)
+
+GLUE_MUTANTS = {name: obj for name, obj in globals().items() if isinstance(obj, GlueMutant | VllmMutant)}
+
+
+class NoDefect:
+    """The control: the real glue class behind the same override object (tests/suite/test_glue_mutants.py)."""
+
+
+glue_real = GlueMutant(NoDefect)

@@ -1,8 +1,9 @@
-"""Mutation self-test of the serving-glue targets: the fuzzer, run through the `sglang-glue` override as a user would
-(`--gdn-target sglang-glue=tests.mutants:NAME`; a fuzz test in rounds, fuzz.suite.session, on the ci profile), must
-find each glue index mutant of tests/mutants.py (one per index class of the engines' glue) within a fixed budget,
-report it as a bug (never as a contract edge) with a coordinate that reproduces it, and shrink it to the class's
-minimal case; and the real glue through the same override must give no finding.
+"""Mutation self-test of the serving-glue targets: the fuzzer, run through the `sglang-glue` or `vllm` override as a
+user would (`--gdn-target sglang-glue=tests.mutants:NAME`; a fuzz test in rounds, fuzz.suite.session, on the ci
+profile), must find each serving-glue index mutant of tests/mutants.py (one per index class of the engines' glue)
+within a fixed budget, report it as a bug (never as a contract edge) with a coordinate that reproduces it, and shrink
+it to the class's minimal case; and the real glue through the same override must give no finding. Each run is time
+boxed as `--gdn-test-seconds BOX --gdn-shrink-seconds BOX` would box it, so the file's time stays bounded in CI.
 
 `pytest -s` prints a table (examples and seconds to the first failure, failure class, shrunk case).
 """
@@ -14,16 +15,25 @@ from dataclasses import dataclass
 
 import pytest
 
-from fuzz.judge.failures import KINDS, IntermediateMismatch, PoolCorruption, RejectedValidInput, StateMismatch
+from fuzz.judge.failures import (
+    KINDS,
+    IntermediateMismatch,
+    NonFinite,
+    OutputMismatch,
+    PoolCorruption,
+    RejectedValidInput,
+    StateMismatch,
+)
 from fuzz.model.case import Case
 from fuzz.targets.registry import current_overrides, overridden
 from tests.mutants import GLUE_MUTANTS
-from tests.suite.test_mutants import fuzz
+from tests.suite.test_mutants import BY_NAME, fuzz
 from tests.targets.test_sglang_glue import interpreted  # noqa: F401  (TRITON_INTERPRET=1 before triton is imported)
 
-TRITON = "sglang-glue-triton"
+TRITON, SIGMOID = "sglang-glue-triton", "vllm-sigmoid"
 MAX_EXAMPLES = 200  # per mutant: the budget the fuzzer gets to find the bug
 FP_EXAMPLES = 60  # per op of the run on the real glue through the override
+BOX = (40.0, 40.0)  # per fuzz test: seconds to check new cases, then to shrink what the last round found
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,8 @@ class Expect:
     failures: tuple[type, ...]
     minimal: Callable[[Case], bool]
     why: str  # the minimality rule in words, for the assertion message
+    target: str = TRITON
+    family: str = "sglang-glue"
 
 
 def one_live_then_padded(c: Case) -> bool:
@@ -65,6 +77,17 @@ EXPECT = {
         lambda c: c.B == 1 and c.T == 1 and c.read_slots == (1,),
         "B=1, T=1, the request on slot 1",
     ),
+    # The count one past: a request reads its next token's slot (T=2, acc[1]: column 1, not 0), or at acc = T the
+    # entry past its row (the next request's first slot; past the last row the pool's guard slot, NaN). A bug of live
+    # in-range counts, never an edge.
+    "vllm_accepted_unbounded": Expect(
+        "verify",
+        (OutputMismatch, StateMismatch, NonFinite),
+        lambda c: c.B == 1 and c.T <= 2 and c.accepted == (1,),
+        "B=1, one accepted token, T <= 2",
+        SIGMOID,
+        "vllm",
+    ),
 }
 
 
@@ -79,12 +102,13 @@ def report():
 @pytest.mark.parametrize("name", sorted(EXPECT), ids=str)
 def test_fuzzer_finds_and_shrinks_glue_mutant(name, report):
     exp = EXPECT[name]
-    with overridden({**current_overrides(), "sglang-glue": f"tests.mutants:{name}"}):
-        run = fuzz(TRITON, exp.op, MAX_EXAMPLES)
-    assert run.found, f"{name}: no failure in {run.examples} examples on {TRITON} {exp.op}"
+    with overridden({**current_overrides(), exp.family: f"tests.mutants:{name}"}):
+        run = fuzz(exp.target, exp.op, MAX_EXAMPLES, box=BOX)
+    assert run.found, f"{name}: no failure in {run.examples} examples on {exp.target} {exp.op}"
     first = min(run.found, key=lambda r: r.examples_before)
     bugs = [r for r in run.found if not r.failure.key.edge]
     report[name] = dict(
+        target=exp.target,
         op=exp.op,
         first_failure=first.examples_before,
         first_seconds=round(first.first_hit_seconds, 1),
@@ -113,7 +137,19 @@ def test_every_glue_mutant_is_expected():
 def test_real_glue_through_the_override_has_no_findings():
     """The control: the installed glue class behind the same override object, no defect mixed in."""
     with overridden({**current_overrides(), "sglang-glue": "tests.mutants:glue_real"}):
-        runs = {op: fuzz(TRITON, op, FP_EXAMPLES) for op in ("decode", "verify")}
+        runs = {op: fuzz(TRITON, op, FP_EXAMPLES, box=BOX) for op in ("decode", "verify")}
     found = {op: [r.failure.message for r in run.found] for op, run in runs.items() if run.found}
     assert all(run.examples >= FP_EXAMPLES // 2 for run in runs.values()), {op: r.examples for op, r in runs.items()}
     assert not found, found
+
+
+def test_a_mutant_of_the_installed_triton_keeps_the_interpreters_semantics():
+    """A serving-glue mutant runs the installed Triton kernels under the interpreter (INSTALLED_TRITON): it is judged
+    by the interpreter's row (fp32 -> bf16 casts truncate), as the real glue is; an override module that does not say
+    so (here SGLang's own gdn_triton module, its class the real one) is held to the GPU's rounding."""
+    runs = [(exp.family, name, exp.target) for name, exp in EXPECT.items()] + [("sglang-glue", "glue_real", TRITON)]
+    for family, name, target in runs:
+        with overridden({**current_overrides(), family: f"tests.mutants:{name}"}):
+            assert BY_NAME[target].semantics().bf16_truncates, name
+    with overridden({**current_overrides(), "sglang-glue": "sglang.srt.layers.attention.linear.kernels.gdn_triton"}):
+        assert BY_NAME[TRITON].api() and not BY_NAME[TRITON].semantics().bf16_truncates
