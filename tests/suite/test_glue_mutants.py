@@ -10,20 +10,13 @@ boxed as `--gdn-test-seconds BOX --gdn-shrink-seconds BOX` would box it, so the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
-from fuzz.judge.failures import (
-    KINDS,
-    IntermediateMismatch,
-    NonFinite,
-    OutputMismatch,
-    PoolCorruption,
-    RejectedValidInput,
-    StateMismatch,
-)
+from fuzz.judge import failures as kinds
 from fuzz.model.case import Case
 from fuzz.targets.registry import current_overrides, overridden
 from tests.mutants import GLUE_MUTANTS
@@ -57,7 +50,7 @@ EXPECT = {
     # (a lost update); the smallest such pool holds slot 1 alone.
     "glue_pad_wrapped_onto_last_slot": Expect(
         "decode",
-        (StateMismatch,),
+        (kinds.StateMismatch,),
         lambda c: one_live_then_padded(c) and c.read_slots[0] == c.pool - 1,
         "B=2, a live request on the last slot, then a padded row",
     ),
@@ -65,7 +58,7 @@ EXPECT = {
     # edge the request named on slot 0 is renumbered onto slot 1 too (an edge finding: PoolCorruption there).
     "glue_pad_clamped_onto_live_slot": Expect(
         "decode",
-        (StateMismatch, PoolCorruption),
+        (kinds.StateMismatch, kinds.PoolCorruption),
         lambda c: one_live_then_padded(c) and c.read_slots[0] == 1,
         "B=2, a live request on slot 1, then a padded row",
     ),
@@ -73,7 +66,7 @@ EXPECT = {
     # is an illegal address (RejectedValidInput).
     "glue_scratch_row_by_slot": Expect(
         "verify",
-        (IntermediateMismatch, PoolCorruption, RejectedValidInput),
+        (kinds.IntermediateMismatch, kinds.PoolCorruption, kinds.RejectedValidInput),
         lambda c: c.B == 1 and c.T == 1 and c.read_slots == (1,),
         "B=1, T=1, the request on slot 1",
     ),
@@ -82,7 +75,7 @@ EXPECT = {
     # in-range counts, never an edge.
     "vllm_accepted_unbounded": Expect(
         "verify",
-        (OutputMismatch, StateMismatch, NonFinite),
+        (kinds.OutputMismatch, kinds.StateMismatch, kinds.NonFinite),
         lambda c: c.B == 1 and c.T <= 2 and c.accepted == (1,),
         "B=1, one accepted token, T <= 2",
         SIGMOID,
@@ -102,29 +95,33 @@ def report():
 @pytest.mark.parametrize("name", sorted(EXPECT), ids=str)
 def test_fuzzer_finds_and_shrinks_glue_mutant(name, report):
     exp = EXPECT[name]
+    started = time.monotonic()
     with overridden({**current_overrides(), exp.family: f"tests.mutants:{name}"}):
         run = fuzz(exp.target, exp.op, MAX_EXAMPLES, box=BOX)
     assert run.found, f"{name}: no failure in {run.examples} examples on {exp.target} {exp.op}"
-    first = min(run.found, key=lambda r: r.examples_before)
     bugs = [r for r in run.found if not r.failure.key.edge]
+    smallest = min((r.failure.case for r in bugs), key=lambda c: (c.B, c.T, c.pool, len(repr(c))), default=None)
     report[name] = dict(
         target=exp.target,
         op=exp.op,
-        first_failure=first.examples_before,
-        first_seconds=round(first.first_hit_seconds, 1),
         examples=run.examples,
-        failure=first.failure.kind,
-        edges=[r.failure.key.to_json() for r in run.found if r.failure.key.edge],
-        shrunk=repr(first.failure.case),
+        seconds=round(time.monotonic() - started, 1),
+        first_failure=min(r.examples_before for r in run.found),
+        first_seconds=round(min(r.first_hit_seconds for r in run.found), 1),
+        found=[
+            f"{r.failure.kind}{' (edge)' if r.failure.key.edge else ''} @{r.examples_before}, "
+            f"{r.first_hit_seconds:.1f}s: {r.failure.case!r}"
+            for r in run.found
+        ],
+        smallest_bug=repr(smallest),
     )
     assert bugs, f"{name}: found only as contract edges: {[r.failure.key.to_json() for r in run.found]}"
     for record in run.found:  # every distinct failure is a symptom of the planted bug, shrunk on its own
         failure = record.failure
-        assert issubclass(KINDS[failure.kind], exp.failures), f"{name}: {failure.kind}: {failure.message}"
+        assert issubclass(kinds.KINDS[failure.kind], exp.failures), f"{name}: {failure.kind}: {failure.message}"
         assert record.minimal and Case.parse(repr(failure.case)) == failure.case  # the report line reproduces
         assert failure.message.startswith(f"{failure.case!r}: ")  # the message leads with the coordinate
         assert bool(failure.key.edge) == (failure.case.edge is not None)  # an edge only where the case needs one
-    smallest = min((r.failure.case for r in bugs), key=lambda c: (c.B, c.T, c.pool, len(repr(c))))
     assert smallest.edge is None and exp.minimal(smallest), (
         f"{name}: no reported bug is minimal ({exp.why}): {[repr(r.failure.case) for r in bugs]}"
     )
