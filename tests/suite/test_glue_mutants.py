@@ -5,7 +5,8 @@ within a fixed budget, report it as a bug (never as a contract edge) with a coor
 it to the class's minimal case; and the real glue through the same override must give no finding. Each run is time
 boxed as `--gdn-test-seconds BOX --gdn-shrink-seconds BOX` would box it, so the file's time stays bounded in CI.
 
-`pytest -s` prints a table (examples and seconds to the first failure, failure class, shrunk case).
+`pytest -s` prints a row per mutant: examples checked, the test's seconds, examples and seconds to the first
+failure, every finding (kind, edge or not, examples and seconds to its first hit, shrunk case), the smallest plain bug.
 """
 
 from __future__ import annotations
