@@ -209,6 +209,7 @@ def _requests(sup: Support, case: Case, order: list[int]) -> Case:
         write_slots=pick(case.write_slots),
         token_slots=pick(case.token_slots),
         inter_index=pick(case.inter_index),
+        accepted=pick(case.accepted),
     )
     if case.op == "prefill":
         seqlens = pick(case.seqlens)

@@ -96,8 +96,9 @@ class StateLeak(GdnFailure):
 
 
 class Disagreement(GdnFailure):
-    """Two paths of one engine that its contract says must agree on a case (a glue and its fallback: fuzz.judge.pair)
-    disagree beyond the pair's bound, whatever the oracle says."""
+    """Two implementations inside one engine that its contract says must agree (a glue and its fallback, vLLM's MTP
+    port and its sigmoid-gating partner: Target.paired, fuzz.judge.pair) disagree beyond the pair's bound: a finding
+    even where the oracle is unsure."""
 
 
 FAILURE_KINDS = (

@@ -1,9 +1,12 @@
-"""Two paths of one engine judged against each other: a Disagreement beyond the pair's bound is a finding, even where
-the oracle is unsure (fuzz.targets.sglang_glue's sglang-glue-fallback: the FlashInfer glue and its Triton fallback
-on one case). Each run is judged against the oracle first (fuzz.judge.verdict); this compares only what both
-contracts define: the output rows of live requests, the pool slots the oracle says they write, and their scratch
-rows. Padded rows and the engine's scratch slots (Semantics.scratch_slots: SGLang's reserved slot 0), with the
-requests that read one, differ by contract and are left out.
+"""Two paths of one engine judged against each other (Target.paired; fuzz.run.harness runs the pair after the
+standard verdict): a Disagreement beyond the pair's bound is a finding, even where the oracle is unsure.
+  sglang-glue-fallback  the FlashInfer glue and its Triton fallback on a misaligned pool (fuzz.targets.sglang_glue)
+  vllm-mtp              vLLM's Triton MTP port and fused_sigmoid_gating + the gated RMSNorm (fuzz.targets.vllm)
+Each run is judged against the oracle first (fuzz.judge.verdict; a partner not under test is not,
+Target.oracle_judged); this compares only what both contracts define: the output rows of live requests, the pool
+slots the oracle says they write, and their scratch rows. Padded rows and the engine's scratch slots
+(Semantics.scratch_slots: SGLang's reserved slot 0), with the requests that read one, differ by contract and are left
+out.
 
 The pair's bound is the verdict's tolerance rule (fuzz.judge.tolerance) with one run standing for the oracle: c times
 how far apart the two runs' precision models are, plus the floor once for each run's reduction order,
@@ -12,6 +15,12 @@ how far apart the two runs' precision models are, plus the floor once for each r
 
 with the tolerance of the coarser of the two stored dtypes. A value finite in one run and not in the other
 disagrees whatever the bound.
+
+An output through a fused epilogue the oracle does not model (Semantics.epilogue: the MTP port's gated RMSNorm) has
+no oracle values to scale by: both runs store the same quantity in one dtype after fp32 arithmetic in another order,
+so each element may differ by the rounding of its own value plus the reduction noise of the row it is normalized by,
+
+    |a - b|  <=  EPILOGUE_ULPS * eps(dtype) * (|b| + EPILOGUE_REL * |b|max).
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ from fuzz.model.case import DTYPE_NAMES, Case
 from fuzz.model.tensors import Tensors
 from fuzz.targets.semantics import Semantics
 
+EPILOGUE_ULPS, EPILOGUE_REL = 8.0, 2**-4  # the epilogue's bound (module doc)
+
 
 @dataclass(frozen=True)
 class Run:
@@ -39,10 +50,9 @@ class Run:
     expected: Expected
 
 
-def judge_pair(case: Case, path: str, sem: Semantics, a: Run, b: Run, compared: list[Comparison]) -> None:
+def judge_pair(case: Case, sem: Semantics, a: Run, b: Run, compared: list[Comparison]) -> None:
     """Raise Disagreement where runs `a` and `b` of the case differ beyond the pair's bound, on what both contracts
-    define; `sem` is a's contract (its scratch slots), `path` picks the tolerances. Appends a "pair" comparison per
-    kind compared."""
+    define; `sem` is a's contract (its scratch slots, its epilogue). Appends a "pair" comparison per kind compared."""
     live = [n for n, padded in enumerate(case.padded) if not padded and case.read_slots[n] not in sem.scratch_slots]
     starts = [0, *torch.tensor(case.tokens, dtype=torch.int64).cumsum(0).tolist()]
     written = lambda run: run.expected.exact
@@ -54,8 +64,10 @@ def judge_pair(case: Case, path: str, sem: Semantics, a: Run, b: Run, compared: 
         "intermediate": sorted(rows & written(a).written_rows & written(b).written_rows),
     }
     for kind, at in index.items():
-        if at:
-            _compare(case, path, kind, _values(case, a, kind, at), _values(case, b, kind, at), compared)
+        if at and kind == "output" and sem.epilogue:
+            _compare_epilogue(case, sem.epilogue, a.output, b.output, at, compared)
+        elif at:
+            _compare(case, kind, _values(case, a, kind, at), _values(case, b, kind, at), compared)
 
 
 def _values(case: Case, run: Run, kind: str, at: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -75,7 +87,7 @@ def _at(ids: torch.Tensor, values: torch.Tensor, wanted: list[int]) -> torch.Ten
     return values[torch.tensor([where[w] for w in wanted], device=values.device)]
 
 
-def _compare(case: Case, path: str, kind: str, a: tuple, b: tuple, compared: list[Comparison]) -> None:
+def _compare(case: Case, kind: str, a: tuple, b: tuple, compared: list[Comparison]) -> None:
     stored = max(a[0].dtype, b[0].dtype, key=lambda d: torch.finfo(d).eps)
     (got_a, model_a, exact), (got_b, model_b, _) = ([x.detach().to(torch.float64) for x in v] for v in (a, b))
     finite_a, finite_b = torch.isfinite(got_a), torch.isfinite(got_b)
@@ -90,7 +102,7 @@ def _compare(case: Case, path: str, kind: str, a: tuple, b: tuple, compared: lis
     zero = got_a.new_zeros(())
     gap = lambda x, y: float((x - y).abs().where(judged, zero).max())
     worst, models, scale = gap(got_a, got_b), gap(model_a, model_b), gap(exact, zero)
-    tol = tolerance(path, kind, DTYPE_NAMES[stored])
+    tol = tolerance(kind, DTYPE_NAMES[stored])
     bound = tol.bound(models, scale, case.T) + tol.bound(0.0, scale, case.T)
     compared.append(Comparison(f"{kind} pair", worst, bound))
     if worst > bound:
@@ -103,3 +115,29 @@ def _compare(case: Case, path: str, kind: str, a: tuple, b: tuple, compared: lis
             f"|oracle|max {scale:.3g}, T={case.T})",
             cause=f"{kind} paths disagree above the pair's bound",
         )
+
+
+def _compare_epilogue(
+    case: Case, what: str, a: torch.Tensor, b: torch.Tensor, rows: list[int], compared: list[Comparison]
+) -> None:
+    """Outputs `a` against `b` (one dtype) on token rows `rows` under the epilogue's bound (module doc); a NaN or
+    infinity on one side only disagrees."""
+    flat = lambda x: x.reshape(-1, *x.shape[-2:])[rows].double()
+    got_a, got_b = flat(a), flat(b)
+    eps = torch.finfo(a.dtype).eps
+    both = torch.isfinite(got_a) & torch.isfinite(got_b)
+    scale = float(got_b.where(both, 0).abs().max())
+    bound = EPILOGUE_ULPS * eps * (got_b.abs() + EPILOGUE_REL * scale)
+    err = (got_a - got_b).abs().where(both, torch.where(torch.isfinite(got_a) == torch.isfinite(got_b), 0.0, torch.inf))
+    excess = err - bound
+    compared.append(Comparison("output pair", float(err.max()), float(bound.where(both, 0).max())))
+    if not bool((excess > 0).any()):
+        return
+    at = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
+    raise Disagreement(
+        case,
+        f"{what}: token row {rows[at[0]]}{list(at[1:])}: {got_a[at].item():.7g} against {got_b[at].item():.7g}, "
+        f"error {err[at].item():.3g} > bound {bound[at].item():.3g} (= {EPILOGUE_ULPS} x eps {eps:.3g} x "
+        f"(|value| + {EPILOGUE_REL} x |max| {scale:.3g}))",
+        cause=f"{what}: error above the pair's bound",
+    )

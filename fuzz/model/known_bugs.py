@@ -93,6 +93,16 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         shows=GVA,
     ),
     KnownBug(
+        "vllm-unchecked-gva",
+        "HV not a multiple of H is accepted and computed with a wrong head map (i_h = i_hv // (HV // H) reads q/k "
+        "heads past H: fused_recurrent.py:65, fused_sigmoid_gating.py:64; the MTP port asserts HV % H == 0)",
+        ("vllm.fused_recurrent", "vllm.sigmoid_gating"),
+        "0.34.0",
+        mask={"invalid_gva": False},
+        seen_on=("0.34.0",),
+        shows=GVA,
+    ),
+    KnownBug(
         "sglang-strided-write-lost",
         "@input_guard .contiguous() copies the pool / intermediate buffer: writes to a strided view are lost",
         ("sglang.recurrent_update",),

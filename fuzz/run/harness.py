@@ -163,7 +163,8 @@ class Check:
 
     def paired(self, other: Target, first: Run) -> None:
         """The paired target's run of the case (Target.paired) on tensors of its own, built alike: judged against the
-        oracle under its own contract (a failure named by its target), then against `first`, this check's run, where
+        oracle under its own contract (a failure named by its target; a partner not under test is not:
+        Target.oracle_judged), then against `first`, this check's run, where
         both contracts define the values (fuzz.judge.pair: Disagreement)."""
         t = self.tensors()
         sem = other.semantics().for_op(self.case.op)
@@ -172,14 +173,15 @@ class Check:
         own: list = []
         try:
             got = self.call(t, other)
-            with self.phase("verdict"):
-                judge(self.case, other.path, sem, t, got, want, own)
+            if other.oracle_judged:
+                with self.phase("verdict"):
+                    judge(self.case, other.path, sem, t, got, want, own)
         except GdnFailure as e:  # the paired run's failure, named by its target (its own failure key)
             raise type(e)(self.case, f"{other.name}: {e.detail}", f"{other.name}: {e.cause}") from e.__cause__
         finally:
             self.compared += [dataclasses.replace(c, kind=f"{other.name} {c.kind}") for c in own]
         with self.phase("verdict"):
-            judge_pair(self.case, self.target.path, self.sem, first, Run(t, got, want), self.compared)
+            judge_pair(self.case, self.sem, first, Run(t, got, want), self.compared)
 
     def result(self, unjudged: str | None = None, unavailable: str | None = None) -> CheckResult:
         """The check's CheckResult: what it found, with its comparisons, phase times and coverage events."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from fuzz.targets import fla, flashinfer, flashinfer_sm100, sglang
-from fuzz.targets import sglang_glue as sglang_glue
+from fuzz.targets import fla, flashinfer, flashinfer_sm100, sglang, sglang_glue, vllm
 from fuzz.targets.base import Family, Target
 
 TARGETS: tuple[Target, ...] = fla.TARGETS + sglang.TARGETS + flashinfer.TARGETS + flashinfer_sm100.TARGETS
 TARGETS += sglang_glue.TARGETS  # SGLang's kernel glue (the sglang-glue family)
+TARGETS += vllm.TARGETS  # vLLM's spec-decode kernels (issue 31)
 FAMILIES: dict[str, Family] = {t.family.name: t.family for t in TARGETS}
 
 

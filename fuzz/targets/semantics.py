@@ -35,6 +35,8 @@ class Semantics:
     scratch_slots:   pool slots whose content is undefined after a call (SGLang's reserved slot 0, the dummy write
                      target of padded rows): the untouched-slot check skips them, and a request reading one starts
                      from undefined content, so its row is not judged either.
+    epilogue:        a fused output epilogue the oracle does not model, named as the pair compares it (vLLM's MTP
+                     port: its gated RMSNorm): the verdict leaves the output to the pair (fuzz.judge.pair).
     """
 
     pad: PadContract = PadContract()
@@ -47,6 +49,7 @@ class Semantics:
     products_as_input: bool = False
     bf16_truncates: bool = False  # set for Triton kernels run by the CPU interpreter (see Precision)
     scratch_slots: tuple[int, ...] = ()
+    epilogue: str = ""
     prefill: Semantics | None = None  # a prefill's row where the path's prefill runs another kernel (SGLang's glue)
     why: str = ""
 
@@ -317,6 +320,54 @@ TABLE += (
             scratch_slots=(0,),
             why="gdn_triton.py packed_decode (l.46-136): fused_recurrent_gated_delta_rule_packed_decode, beta = "
             "sigmoid(b).to(b.dtype); idx < 0 stores a zero output and returns",
+        ),
+    ),
+)
+
+
+# vLLM 0.34.0's spec-decode GDN Triton kernels (fuzz/targets/vllm.py), as read in the wheel (vllm/; ops =
+# third_party/flash_linear_attention/ops). Padding: NULL_BLOCK_ID = 0 (v1/attention/backends/utils.py:55) in every
+# column of a CUDA-graph padded row, its query_start_loc row zero-length (v1/attention/backends/gdn_attn.py:639,
+# 660-665, 680-687): the kernels return before any output store on a zero-length row (ops/fused_recurrent.py:77-79,
+# fused_sigmoid_gating.py:76-78) and on a read slot <= 0 (fused_recurrent.py:114-116, fused_sigmoid_gating.py:113-115),
+# into an output from q.new_empty (fused_recurrent.py:202, fused_sigmoid_gating.py:225): undefined, "discard". Slot 0
+# is never written (each store tests `> 0`: fused_recurrent.py:159, fused_sigmoid_gating.py:163,
+# fused_gdn_decode_post_conv_mtp.py:97): no scratch slots. Each token's state goes to its own slot
+# ssm_state_indices[n, t] (fused_recurrent.py:153-162, fused_sigmoid_gating.py:157-166, the MTP port :96-99), the
+# oracle's token_slots; the accepted count selects the read slot, column accepted - 1 (fused_recurrent.py:105-113,
+# fused_sigmoid_gating.py:104-112; the MTP port bounds it to 1..columns, :61-64). Precision: q/k/v/a/b/g/beta loaded
+# into fp32 registers, the state kept there across the tokens and rounded to the pool dtype at each store, the output
+# rounded to q's dtype; l2norm x / sqrt(sum x^2 + 1e-6) (fused_recurrent.py:128-130) or x * rsqrt(sum x^2 + 1e-6)
+# (fused_sigmoid_gating.py:138-140, MTP :85-86); g = -exp(A_log) * softplus(a + dt_bias), softplus x past 20
+# (fused_sigmoid_gating.py:129-133 with beta = 1, threshold = 20; MTP :81-82); beta = sigmoid(b) in fp32, not rounded
+# (:136; MTP :83).
+VLLM_PAD = PadContract("zero", "discard", "skip")
+TABLE += (
+    Row(
+        "vllm.fused_recurrent",
+        "==0.34.0",
+        Semantics(
+            pad=VLLM_PAD,
+            gates="log",
+            why="g and beta precomputed by the caller (OLMo hybrid: fused_olmo_hybrid_gdn_gating), loaded as fp32; "
+            "o = q.new_empty(...): q's dtype",
+        ),
+    ),
+    Row(
+        "vllm.sigmoid_gating",
+        "==0.34.0",
+        Semantics(pad=VLLM_PAD, why="gates in fp32 in-kernel (softplus threshold 20), beta = sigmoid(b) unrounded"),
+    ),
+    Row(
+        "vllm.mtp",
+        "==0.34.0",
+        Semantics(
+            pad=VLLM_PAD,
+            epilogue="gated output, MTP port vs sigmoid gating + RMSNorm",
+            why="the port's states are the sigmoid kernel's (judged by the oracle); its output is RMSNorm-gated "
+            "(core rounded to out's dtype first, :91), so the port's output is held to its partner's, sigmoid "
+            "gating then rmsnorm_fn, by the pair (fuzz.judge.pair); a null or out-of-range read writes a "
+            "zero output row (:63-69), a zero-length row nothing",
         ),
     ),
 )

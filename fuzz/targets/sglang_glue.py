@@ -48,7 +48,7 @@ from fuzz.model.case import Case
 from fuzz.model.support import Support
 from fuzz.model.tensors import Tensors
 from fuzz.targets.api import AdapterError
-from fuzz.targets.base import Family, Target, Unavailable, installed_version
+from fuzz.targets.base import Family, Target, Unavailable, installed_version, unavailable_as
 from fuzz.targets.flashinfer_contract import HEAD_128
 from fuzz.targets.triton_common import TritonTarget, interpreted
 
@@ -57,14 +57,14 @@ ALIGNMENT = 32  # gdn_flashinfer._FLASHINFER_GDN_ALIGNMENT: a mutable buffer off
 
 
 class GlueFamily(Family):
+    distribution = "sglang"  # the glue ships in SGLang: its release keys the glue's rows and records
+
     def load_real(self):
         from fuzz.targets.sglang_glue_loader import load_sglang_glue  # imports triton
         from fuzz.targets.sglang_loader import SglangUnavailable
 
-        try:
+        with unavailable_as(SglangUnavailable):
             glue = load_sglang_glue()
-        except SglangUnavailable as e:
-            raise Unavailable(e.reason) from e
         classes = {FLASHINFER: glue.FlashInferGDNKernel, TRITON: glue.TritonGDNKernel}
         return SimpleNamespace(__version__=glue.version, **classes)
 
@@ -164,11 +164,9 @@ def _build(api, arch: int | None, device: str):
     from fuzz.targets.sglang_glue_loader import STANDIN, load_sglang_glue
     from fuzz.targets.sglang_loader import SglangUnavailable
 
-    try:  # an override's class, built the way the real one is
+    with unavailable_as(SglangUnavailable):  # an override's class, built the way the real one is
         glue = dataclasses.replace(load_sglang_glue(), FlashInferGDNKernel=getattr(api, FLASHINFER))
         return glue.flashinfer_kernel(arch, api=None if device == "cuda" else STANDIN)
-    except SglangUnavailable as e:
-        raise Unavailable(e.reason) from e
 
 
 def _triton(profile_device: str) -> str:

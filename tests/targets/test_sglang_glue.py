@@ -103,13 +103,13 @@ def test_a_pair_apart_beyond_its_bound_disagrees():
     t = stages.tensors()
     want = stages.expected(t)
     first = Run(t, stages.call(t), want)
-    judge_pair(case, target.path, stages.sem, first, first, [])  # a run agrees with itself
+    judge_pair(case, stages.sem, first, first, [])  # a run agrees with itself
     apart = first.output.clone()
     apart_by = ((0.25, "output paths disagree above the pair's bound"), (torch.nan, "output finite on one path only"))
     for gap, cause in apart_by:
         apart[1, 0, 1, 3] = first.output[1, 0, 1, 3] + gap
         with pytest.raises(Disagreement) as raised:
-            judge_pair(case, target.path, stages.sem, first, dataclasses.replace(first, output=apart), [])
+            judge_pair(case, stages.sem, first, dataclasses.replace(first, output=apart), [])
         assert raised.value.cause == cause and "output[1, 1, 3]" in str(raised.value)
 
 
