@@ -3,11 +3,12 @@
 
 The first verify is a case as fuzz.generate.strategies.cases draws it for the target (its engine's live slots,
 tail padding, SGLang's scratch of spec_size + 1 rows, vLLM's per-token slots and accepted counts, now and then a
-contract edge), with the serving budget (no warm-up call, no large pool). The later rounds are the same requests on
-the same slots with new values (a new seed): an engine's speculative steps keep their batch, T (the draft length)
-and scratch. Each round draws an accepted count 1..T per live request; the decode reads the same slots. The number
-of rounds is drawn first and shrinks toward one, the accepted counts toward one token: Hypothesis shrinks a failing
-chain to its fewest rounds and smallest cases.
+contract edge), with the serving budget (no warm-up call, no large pool). Each round draws an accepted count 1..T per
+live request; the call after it (`after`) is the same requests with new values (a new seed), as an engine's
+speculative steps keep their batch, T (the draft length) and scratch: the next verify (vLLM: with those counts as
+its num_accepted_tokens, which select the slots it reads), or the decode on the committed slots. The number of rounds
+is drawn first and shrinks toward one, the accepted counts toward one token: Hypothesis shrinks a failing chain to its
+fewest rounds and smallest cases.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fuzz.model.support import TargetView
 MAX_ROUNDS = 3  # verify-commit rounds per chain: a bug that needs a state committed twice shows within three
 OPS = ("decode", "verify")  # what a chain calls
 SEPARATOR = " | "
+KEPT_EDGES = ("slot-zero", "pad-past-scratch")  # edges of the slot maps and scratch, which every round keeps
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,17 @@ def _acc(accepted: tuple[int, ...]) -> str:
 
 
 def live_rows(case: Case) -> list[int]:
-    """The batch rows of live requests (CUDA-graph padding sits at the tail)."""
+    """The batch rows of live requests, which CUDA-graph padding follows at the tail: a row with a slot of its own
+    (vLLM: any per-token slot that is not the null block; a request whose read slot an edge nulls stays live)."""
+    if case.token_slots is not None:
+        return [n for n, row in enumerate(case.token_slots) if any(s != case.null for s in row)]
     return [n for n, padded in enumerate(case.padded) if not padded]
+
+
+def committed_slot(case: Case, n: int, accepted: int) -> int:
+    """Request n's slot once `accepted` of its tokens are committed: its own slot (SGLang: the commit copies the
+    accepted step's state there) or the slot its accepted-th token wrote (vLLM: the next call reads it)."""
+    return case.token_slots[n][accepted - 1] if case.token_slots is not None else case.read_slots[n]
 
 
 def chain_target(target: TargetView) -> bool:
@@ -76,23 +87,35 @@ def chain_target(target: TargetView) -> bool:
 @st.composite
 def chains(draw, target: TargetView, budget: Budget, bugs: tuple = ()) -> Chain:
     """A chain on `target` inside its declared support narrowed by `bugs` (module doc)."""
-    first = draw(cases(target, "verify", serving_budget(budget), bugs))
+    case = draw(cases(target, "verify", serving_budget(budget), bugs))
     rounds = []
-    for i in range(draw(st.integers(1, MAX_ROUNDS))):
-        case = first if i == 0 else first.replace(seed=draw(st.integers(0, SEEDS - 1)))
-        accepted = draw(st.lists(st.integers(1, case.T), min_size=len(live_rows(case)), max_size=len(live_rows(case))))
-        rounds.append((case, tuple(accepted)))
-    return Chain(tuple(rounds), decode_of(first, draw(st.integers(0, SEEDS - 1))))
+    for i in range(n := draw(st.integers(1, MAX_ROUNDS))):
+        live = len(live_rows(case))
+        accepted = tuple(draw(st.lists(st.integers(1, case.T), min_size=live, max_size=live)))
+        rounds.append((case, accepted))
+        if i < n - 1:
+            case = after(case, accepted, "verify", draw(st.integers(0, SEEDS - 1)))
+    return Chain(tuple(rounds), after(case, accepted, "decode", draw(st.integers(0, SEEDS - 1))))
 
 
-def decode_of(verify: Case, seed: int) -> Case:
-    """The decode after a verify on the same slots: one token a request, no scratch, the state updated; the verify's
-    contract edge where it applies to a decode too."""
-    edge = verify.edge if verify.edge and "decode" in EDGES[verify.edge].ops else None
-    return verify.replace(
-        op="decode", T=1, inter_rows=0, inter_steps=0, inter_spare_steps=0, inter_index=None, update=True, edge=edge,
-        seed=seed,
+def after(case: Case, accepted: tuple[int, ...], op: str, seed: int) -> Case:
+    """The call on `case`'s requests once `accepted` of their tokens are committed, with new values (`seed`): the
+    next verify (the same slots, T and scratch; vLLM: `accepted` as its num_accepted_tokens) or the decode, one token
+    a request read from the committed slots (vLLM: block_table[:, 0] pointing at them), no scratch. A contract edge
+    goes along where the call still probes it: a request named on the reserved slot, a padded batch past the scratch
+    (vLLM's accepted-count edges end with the counts the chain draws)."""
+    rows, null = live_rows(case), case.null
+    read = tuple(committed_slot(case, n, a) for n, a in zip(rows, accepted)) + (null,) * (case.B - len(rows))
+    edge = case.edge if case.edge in KEPT_EDGES else None
+    if op == "verify":
+        if case.accepted is None:
+            return case.replace(seed=seed, edge=edge)
+        return case.replace(seed=seed, accepted=(*accepted, *[1] * (case.B - len(rows))), read_slots=read, edge=edge)
+    edge = edge if edge in EDGES and op in EDGES[edge].ops and (edge != "slot-zero" or 0 in read) else None
+    return case.replace(
+        op=op, T=1, read_slots=read, token_slots=None, accepted=None, inter_rows=0, inter_steps=0,
+        inter_spare_steps=0, inter_index=None, update=True, edge=edge, seed=seed,
     )  # fmt: skip
 
 
-__all__ = ["MAX_ROUNDS", "OPS", "Chain", "chain_target", "chains", "decode_of", "live_rows"]
+__all__ = ["MAX_ROUNDS", "OPS", "Chain", "after", "chain_target", "chains", "committed_slot", "live_rows"]

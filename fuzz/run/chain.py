@@ -32,13 +32,13 @@ import time
 
 import torch
 
-from fuzz.generate.chain import Chain, live_rows
+from fuzz.generate.chain import Chain, committed_slot, live_rows
 from fuzz.generate.materialize import materialize
-from fuzz.judge.failures import GdnFailure, GuardBreach, PoolCorruption, StateMismatch
+from fuzz.judge.failures import GdnFailure, GuardBreach, PoolCorruption, RejectedValidInput, StateMismatch
 from fuzz.judge.oracle import Expected
 from fuzz.judge.verdict import compare
 from fuzz.model.case import Case
-from fuzz.model.engines import ENGINES, Engine
+from fuzz.model.engines import EDGES, ENGINES, Engine
 from fuzz.model.guarded import Guarded
 from fuzz.model.tensors import Tensors
 from fuzz.run.harness import Check
@@ -59,6 +59,7 @@ class ChainRun:
         self.engine: Engine = ENGINES[target.support.engine]
         self.pool: Guarded | None = None
         self.results: list[CheckResult] = []
+        self.ended = False  # a call rejected its edge case cleanly, as the edge's contract asks: nothing to commit
 
     def run(self, chain: Chain) -> Failure | None:
         if self.test is not None:
@@ -66,7 +67,7 @@ class ChainRun:
         fresh_library(self.target)
         steps = [*chain.rounds, (chain.decode, None)]
         for i, (case, accepted) in enumerate(steps, 1):
-            if self.test is not None and not self.test.may_check_now():
+            if self.ended or self.test is not None and not self.test.may_check_now():
                 return None
             began = time.monotonic()
             result = self._call(case, accepted)
@@ -88,7 +89,14 @@ class ChainRun:
         with check.judging():
             t = check.tensors(lambda: self._tensors(case))
             want = check.expected(t)
-            got = check.call(t)
+            try:
+                got = check.call(t)
+            except RejectedValidInput:
+                if (edge := EDGES.get(case.edge)) is None or edge.expect != "reject":
+                    raise
+                check.events.append(f"edge {edge.id}: rejected cleanly, as its contract asks; the chain ends")
+                self.ended = True
+                return check.result()
             check.verdict(t, got, want)
             if accepted is not None:
                 with check.phase("verdict"):
@@ -109,7 +117,7 @@ class ChainRun:
         if len(accepted) != len(rows):
             raise ValueError(f"{case!r}: {len(accepted)} accepted counts for {len(rows)} live requests")
         _remember(self.pool)
-        if self.engine.scratch_rows:
+        if self.engine.scratch_rows:  # SGLang: the commit kernel; vLLM's commit is the next call's accepted counts
             steps = torch.tensor([a - 1 for a in accepted], dtype=torch.int32, device=t.q.device)
             dst = t.read_slots[: len(rows)].to(torch.int32)
             self.commit()(self.pool.view[None], t.inter.view[None], dst, steps)
@@ -129,13 +137,17 @@ class ChainRun:
         return glue.scatter if str(self.device).startswith("cuda") else glue.launch_scatter
 
     def _check_committed(self, case: Case, want: Expected, rows, accepted, compared: list) -> None:
-        """Each live request's slot holds its accepted prefix's state; no other slot changed."""
+        """Each live request's committed slot holds its accepted prefix's state; no other slot changed. A request
+        the verify skipped (an edge: the oracle wrote no scratch row or slot for it) or committed to the reserved
+        slot (slot-zero) has no defined state."""
         pool, engine = self.pool, self.engine
         if (where := pool.outside_changed()) is not None:
             raise GuardBreach(case, f"pool written outside its allocation at index {where}", "pool written outside")
+        committed = [(n, a, committed_slot(case, n, a)) for n, a in zip(rows, accepted)]
+        written = want.exact.written_rows if engine.scratch_rows else want.exact.written_slots
+        judged = [(n, a, s) for n, a, s in committed if s != engine.reserved and (n, s)[engine.accepted] in written]
+        slots = [s for _, _, s in judged]
         free = {engine.reserved} if engine.reserved_writable else set()
-        judged = [(n, a) for n, a in zip(rows, accepted) if case.read_slots[n] not in free]
-        slots = [case.read_slots[n] for n, _ in judged]
         if changed := pool.changed_rows(sorted(set(range(case.pool)) - set(slots) - free)):
             raise PoolCorruption(
                 case,
@@ -144,15 +156,18 @@ class ChainRun:
             )
         if not judged:
             return
-        exact, model = (_accepted_states(r, judged) for r in (want.exact, want.model))
+        exact, model = (self._accepted_states(r, judged) for r in (want.exact, want.model))
         got, path = pool.view[slots], self.target.path
         compare(case, "state", StateMismatch, path, got, exact, model, case.state_dtype, compared)
 
-
-def _accepted_states(result, judged) -> torch.Tensor:
-    """The verify's expected state of batch row n after its accepted prefix: its intermediate row at step a - 1."""
-    where = {int(r): i for i, r in enumerate(result.rows.tolist())}
-    return torch.stack([result.row_states[where[n], a - 1] for n, a in judged])
+    def _accepted_states(self, result, judged) -> torch.Tensor:
+        """The verify's expected state of each (batch row n, accepted a, slot): SGLang: its scratch row at step
+        a - 1; vLLM: what its a-th token stored into its own slot."""
+        if self.engine.scratch_rows:
+            where = {int(r): i for i, r in enumerate(result.rows.tolist())}
+            return torch.stack([result.row_states[where[n], a - 1] for n, a, _ in judged])
+        where = {int(s): i for i, s in enumerate(result.slots.tolist())}
+        return torch.stack([result.states[where[s]] for _, _, s in judged])
 
 
 def _remember(pool: Guarded) -> None:
