@@ -38,7 +38,7 @@ from fuzz.judge.failures import GdnFailure, GuardBreach, PoolCorruption, Rejecte
 from fuzz.judge.oracle import Expected
 from fuzz.judge.verdict import compare
 from fuzz.model.case import Case
-from fuzz.model.engines import EDGES, ENGINES, Engine
+from fuzz.model.engines import ENGINES, Engine
 from fuzz.model.guarded import Guarded
 from fuzz.model.tensors import Tensors
 from fuzz.run.harness import Check
@@ -92,10 +92,9 @@ class ChainRun:
             try:
                 got = check.call(t)
             except RejectedValidInput:
-                if (edge := EDGES.get(case.edge)) is None or edge.expect != "reject":
+                if not check.rejected_as_asked():
                     raise
-                check.events.append(f"edge {edge.id}: rejected cleanly, as its contract asks; the chain ends")
-                self.ended = True
+                self.ended = True  # the chain ends: nothing to commit
                 return check.result()
             check.verdict(t, got, want)
             if accepted is not None:

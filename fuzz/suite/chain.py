@@ -30,17 +30,18 @@ OP = "chain"  # the operation name of chain tests in the run report
 
 def run_chains(
     target: Target,
-    budget: Budget,
-    bugs: tuple,
-    device: str,
     test: ServingTest,
     examples: int,
+    budget: Budget,
+    bugs: tuple = (),
+    *,
+    device: str = "cpu",
     base: settings | None = None,
     seed_: int | None = None,
     shrink: bool = True,
 ) -> list[tuple[Failure, Chain]]:
-    """Run `examples` chains on `target` in rounds (fuzz.suite.rounds); settings from `base` (default the active
-    profile's). Returns each distinct failure, shrunk unless shrink=False (--gdn-no-shrink), with its chain."""
+    """Run `examples` chains of `test` on `target` in rounds (fuzz.suite.rounds); settings from `base` (default the
+    active profile's). Returns each distinct failure, shrunk unless shrink=False (--gdn-no-shrink), with its chain."""
 
     def body(data) -> None:
         chain = data.draw(chains(target, budget, bugs), label="chain")
@@ -91,11 +92,11 @@ def chain_test():
         try:
             found = run_chains(
                 target,
+                test,
+                max(1, calls // (MAX_ROUNDS + 1)),
                 session.budget,
                 target.serving_bugs(options.masks),
-                session.budget.device,
-                test,
-                examples=max(1, calls // (MAX_ROUNDS + 1)),
+                device=session.budget.device,
                 shrink=options.shrink,
                 seed_=session.first_seed(nodeid),
             )
