@@ -21,13 +21,12 @@ from fuzz.generate.profiles import Budget
 from fuzz.generate.serving import serving_budget
 from fuzz.generate.strategies import cases
 from fuzz.model.case import SEEDS, Case
-from fuzz.model.engines import EDGES
 from fuzz.model.support import TargetView
 
 MAX_ROUNDS = 3  # verify-commit rounds per chain: a bug that needs a state committed twice shows within three
 OPS = ("decode", "verify")  # what a chain calls
 SEPARATOR = " | "
-KEPT_EDGES = ("slot-zero", "pad-past-scratch")  # edges of the slot maps and scratch, which every round keeps
+SLOT_ZERO = "slot-zero"  # the edge of a request named on the reserved slot (fuzz.model.engines.EDGES)
 
 
 @dataclass(frozen=True)
@@ -101,20 +100,21 @@ def chains(draw, target: TargetView, budget: Budget, bugs: tuple = ()) -> Chain:
 def after(case: Case, accepted: tuple[int, ...], op: str, seed: int) -> Case:
     """The call on `case`'s requests once `accepted` of their tokens are committed, with new values (`seed`): the
     next verify (the same slots, T and scratch; vLLM: `accepted` as its num_accepted_tokens) or the decode, one token
-    a request read from the committed slots (vLLM: block_table[:, 0] pointing at them), no scratch. A contract edge
-    goes along where the call still probes it: a request named on the reserved slot, a padded batch past the scratch
-    (vLLM's accepted-count edges end with the counts the chain draws)."""
+    a request read from the committed slots (vLLM: block_table[:, 0] pointing at them), no scratch. A verify without
+    accepted counts keeps its contract edge (its maps stay); otherwise only a request on the reserved slot outlives
+    the counts the chain draws (vLLM's accepted-count edges end there, and a decode has no scratch to pad past)."""
     rows, null = live_rows(case), case.null
     read = tuple(committed_slot(case, n, a) for n, a in zip(rows, accepted)) + (null,) * (case.B - len(rows))
-    edge = case.edge if case.edge in KEPT_EDGES else None
+    if op == "verify" and case.accepted is None:
+        return case.replace(seed=seed)
+    slot_zero = SLOT_ZERO if case.edge == SLOT_ZERO else None  # the edge that outlives the counts: in the maps
     if op == "verify":
-        if case.accepted is None:
-            return case.replace(seed=seed, edge=edge)
-        return case.replace(seed=seed, accepted=(*accepted, *[1] * (case.B - len(rows))), read_slots=read, edge=edge)
-    edge = edge if edge in EDGES and op in EDGES[edge].ops and (edge != "slot-zero" or 0 in read) else None
+        pads = case.B - len(rows)
+        return case.replace(seed=seed, accepted=(*accepted, *[1] * pads), read_slots=read, edge=slot_zero)
+    slot_zero = slot_zero if 0 in read else None  # the decode's maps are its read slots
     return case.replace(
         op=op, T=1, read_slots=read, token_slots=None, accepted=None, inter_rows=0, inter_steps=0,
-        inter_spare_steps=0, inter_index=None, update=True, edge=edge, seed=seed,
+        inter_spare_steps=0, inter_index=None, update=True, edge=slot_zero, seed=seed,
     )  # fmt: skip
 
 

@@ -72,7 +72,7 @@ class ChainRun:
             began = time.monotonic()
             result = self._call(case, accepted)
             if result.failure is not None:
-                where = f"call {i} of {len(steps)} ({'after the commit of ' if accepted else ''}{case.op})"
+                where = f"call {i} of {len(steps)} ({case.op})"
                 failure = result.failure
                 failure = dataclasses.replace(failure, detail=f"{failure.detail}; {where} of the chain {chain!r}")
                 result = dataclasses.replace(result, failure=failure)

@@ -81,7 +81,7 @@ class ServingTest(TestRun):
             self.checked += first
             self.seconds_checking += seconds
         if self.report is not None:
-            self.report.record(self.nodeid, OP, result, seconds, stage)
+            self.report.record(self.nodeid, self.op, result, seconds, stage)
 
     def hit(self, failure: Failure, steps: tuple, reproduced: bool | None) -> bool:
         """A step failed with `failure` after `steps` (`reproduced`: whether the call fails alone; None: not run
