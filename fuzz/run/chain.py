@@ -74,7 +74,11 @@ class ChainRun:
             if result.failure is not None:
                 where = f"call {i} of {len(steps)} ({case.op})"
                 failure = result.failure
-                failure = dataclasses.replace(failure, detail=f"{failure.detail}; {where} of the chain {chain!r}")
+                failure = dataclasses.replace(
+                    failure,
+                    detail=f"{failure.detail}; {where} of the chain {chain!r}",
+                    before=tuple(earlier for earlier, _ in steps[: i - 1]),  # the calls triage may find masked
+                )
                 result = dataclasses.replace(result, failure=failure)
             self.results.append(result)
             if self.test is not None:
