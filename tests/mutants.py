@@ -422,3 +422,58 @@ class NoDefect:
 
 
 glue_real = GlueMutant(NoDefect)
+
+
+# ---- glue-level commit mutants (issue 31 item 4: verify, then commit; fuzz/run/chain.py, fuzz/test_chain.py) ------
+# Overrides of the sglang-glue family (`--gdn-target sglang-glue=tests.mutants:commit_reads_wrong_row`): the installed
+# glue classes, and a commit (fuzz.run.chain.COMMIT, SGLang's fused_mamba_state_scatter_with_mask) with ONE defect in
+# the arguments it launches the real kernel with. The glue is loaded when the family first looks at the override.
+class CommitMutant:
+    """The installed SGLang glue with a commit whose indices `defect` breaks."""
+
+    INSTALLED_TRITON = True  # the installed glue and commit kernel (TritonTarget.runs_installed_triton)
+
+    @property
+    def FlashInferGDNKernel(self):
+        from fuzz.targets.sglang_glue_loader import load_sglang_glue
+
+        return load_sglang_glue().FlashInferGDNKernel
+
+    @property
+    def TritonGDNKernel(self):
+        from fuzz.targets.sglang_glue_loader import load_sglang_glue
+
+        return load_sglang_glue().TritonGDNKernel
+
+    def fused_mamba_state_scatter_with_mask(self, dst, src, dst_indices, step_indices, src_indices=None):
+        from fuzz.targets.sglang_glue_loader import load_sglang_glue
+
+        glue = load_sglang_glue()
+        launch = glue.scatter if dst.is_cuda else glue.launch_scatter
+        rows = torch.arange(len(step_indices), dtype=torch.int32, device=step_indices.device)
+        launch(dst, src, *self.defect(dst_indices, step_indices, rows if src_indices is None else src_indices))
+
+    def defect(self, dst_indices, step_indices, src_indices):
+        return dst_indices, step_indices, src_indices
+
+
+class CommitReadsWrongRow(CommitMutant):
+    """The commit reads each request's scratch row at its pool slot instead of its batch row. Incident class: a commit
+    after verify that reads the wrong row (SGLang's pool-scoped verify scratch is addressed by batch row; PP stable
+    rows address it by req-pool row instead: hybrid_linear_attn_backend.py:1524-1526)."""
+
+    def defect(self, dst_indices, step_indices, src_indices):
+        return dst_indices, step_indices, dst_indices
+
+
+class CommitOffByOneStep(CommitMutant):
+    """The commit copies the state after accept_length tokens' successor: step accept_length instead of
+    accept_length - 1 (last_correct_step_indices, spec_utils.py:943-990); at accept_length = T the step is past the
+    scratch and the kernel skips the request, leaving its slot stale."""
+
+    def defect(self, dst_indices, step_indices, src_indices):
+        return dst_indices, step_indices + 1, src_indices
+
+
+commit_reads_wrong_row = CommitReadsWrongRow()
+commit_off_by_one_step = CommitOffByOneStep()

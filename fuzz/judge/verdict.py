@@ -175,7 +175,7 @@ def _check_output(case, path, sem: Semantics, output: Guarded, got: torch.Tensor
             case, f"output token rows {unwritten} still hold poison", cause="output rows still hold poison"
         )
     idx = judged.nonzero().squeeze(1).to(got_f.device)
-    _compare(
+    compare(
         case,
         "output",
         OutputMismatch,
@@ -224,7 +224,7 @@ def _check_pool(case, path, sem: Semantics, pool: Guarded, expected: Expected, c
         )
     slots = sorted(written - racing)
     if slots:
-        _compare(
+        compare(
             case,
             "state",
             StateMismatch,
@@ -261,7 +261,7 @@ def _check_intermediate(case, path, sem: Semantics, inter: Guarded, expected: Ex
                 f"intermediate rows {rows} steps < T={T} still hold poison",
                 cause="intermediate steps still hold poison",
             )
-        _compare(
+        compare(
             case,
             "intermediate",
             IntermediateMismatch,
@@ -284,7 +284,7 @@ def _at(ids: torch.Tensor, values: torch.Tensor, wanted: list[int]) -> torch.Ten
     return values[torch.tensor([where[w] for w in wanted], device=values.device)]
 
 
-def _compare(case, kind, failure, path, got, exact, model, dtype, compared) -> None:
+def compare(case, kind, failure, path, got, exact, model, dtype, compared) -> None:
     if got.numel() == 0:
         return
     # float64 on the device the result lives on: no host copies of [B, T, HV, V, K] intermediate buffers

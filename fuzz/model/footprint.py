@@ -79,7 +79,7 @@ def _oracle_working(case: Case) -> int:
 
 
 def _comparison(case: Case) -> int:
-    """fuzz.judge.verdict._compare on the largest buffer it judges: the output, the written states or the written
+    """fuzz.judge.verdict.compare on the largest buffer it judges: the output, the written states or the written
     intermediate rows."""
     state, st, inp = _sizes(case)
     rows = case.B * _steps(case) * state if case.inter_rows else 0

@@ -156,6 +156,14 @@ class Check:
             case, f"HV={case.HV} is not a multiple of H={case.H}, yet it ran", cause="HV not a multiple of H accepted"
         )
 
+    def rejected_as_asked(self) -> bool:
+        """After `call` raised RejectedValidInput: whether the case's contract edge asks for a clean rejection (its
+        coverage event noted); otherwise the rejection is the finding."""
+        if (edge := EDGES.get(self.case.edge)) is None or edge.expect != "reject":
+            return False
+        self.events.append(f"edge {edge.id}: rejected cleanly, as its contract asks")
+        return True
+
     def verdict(self, t: Tensors, got: torch.Tensor, want: Expected) -> None:
         """The standard verdict on the call: raises the first failure, keeps every comparison."""
         with self.phase("verdict"):
@@ -236,9 +244,8 @@ def _differential(run: Check) -> None:
     try:
         got = run.call(t)
     except RejectedValidInput:
-        if (edge := EDGES.get(case.edge)) is None or edge.expect != "reject":
+        if not run.rejected_as_asked():  # a skip is judged as usual
             raise
-        run.events.append(f"edge {edge.id}: rejected cleanly, as its contract asks")  # a skip is judged as usual
         return
     run.verdict(t, got, want)
     if (other := run.target.paired()) is not None:

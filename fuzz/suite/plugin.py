@@ -205,7 +205,10 @@ def pytest_generate_tests(metafunc):
 
     large = spec.large if spec else False
     params = []
+    accepts = getattr(metafunc.function, "gdn_accepts", None)  # a serving test's own choice of targets (chains)
     for target in TARGETS if serving else targets_for(op):
+        if accepts is not None and not accepts(target):
+            continue
         if large and not target.support.pool:
             continue  # no pool, no slot offsets to overflow
         reason = session.reason_unavailable(target)

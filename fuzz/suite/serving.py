@@ -56,9 +56,11 @@ class ServingTest(TestRun):
         box: float | None = None,
         shrink_seconds: float = 120.0,
         bound: float | None = None,
+        op: str = OP,
     ) -> ServingTest:
-        """`box`: the time box (--gdn-test-seconds); `bound`: the profile's bound where no box is given."""
-        return super().start(nodeid, target, OP, box, shrink_seconds, bound, report=report)
+        """`box`: the time box (--gdn-test-seconds); `bound`: the profile's bound where no box is given; `op`: the
+        operation name of the test in the run report (fuzz.suite.chain's chains keep these accounts too)."""
+        return super().start(nodeid, target, op, box, shrink_seconds, bound, report=report)
 
     def may_check_now(self) -> bool:
         """Inside the box, or shrinking a failure of this round for shrink_seconds more; a final replay always."""
@@ -79,7 +81,7 @@ class ServingTest(TestRun):
             self.checked += first
             self.seconds_checking += seconds
         if self.report is not None:
-            self.report.record(self.nodeid, OP, result, seconds, stage)
+            self.report.record(self.nodeid, self.op, result, seconds, stage)
 
     def hit(self, failure: Failure, steps: tuple, reproduced: bool | None) -> bool:
         """A step failed with `failure` after `steps` (`reproduced`: whether the call fails alone; None: not run

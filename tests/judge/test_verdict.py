@@ -123,10 +123,10 @@ def test_inf_is_judged_only_where_the_oracle_fits_the_stored_dtype():
     exact = torch.tensor([70000.0, 100.0], dtype=torch.float64)
     got = exact.to(torch.float16)  # [inf, 100]
     assert got[0].isinf()
-    verdict._compare(CASE, "output", failures.OutputMismatch, "test.oracle", got, exact, exact, "fp16", [])
+    verdict.compare(CASE, "output", failures.OutputMismatch, "test.oracle", got, exact, exact, "fp16", [])
     got[1] = float("inf")
     with pytest.raises(failures.NonFinite):
-        verdict._compare(CASE, "output", failures.OutputMismatch, "test.oracle", got, exact, exact, "fp16", [])
+        verdict.compare(CASE, "output", failures.OutputMismatch, "test.oracle", got, exact, exact, "fp16", [])
 
 
 def test_named_slots_come_from_the_seed_whatever_the_pool_size():
