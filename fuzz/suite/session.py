@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -189,6 +190,7 @@ class FuzzSession:
             self.workers.worker_for(self.budget.device, self.options.timeout).ensure_started()
         # the threshold plan reads the release, which may import the library: not the test's time either
         planned = () if test_fn.gdn.large else threshold_cases(target, op, self.budget, self.bugs(target))
+        planned = shard_share(planned, nodeid, self.options.shards)
         options = self.options
         test = self._test = TestRun.start(
             nodeid, target, op, options.test_seconds, options.shrink_seconds, options.bound_seconds, report=self.report
@@ -311,6 +313,13 @@ def logged_failures(path: Path) -> list[tuple[str, str, Case]]:
 
 def _origin(target: Target) -> str:
     return f"override {target.family.override}" if target.overridden else "installed"
+
+
+def shard_share(planned: tuple, nodeid: str, shards: int) -> tuple:
+    """A shard's part of its test's threshold plan (--gdn-shards: the plugin names shard k `TARGET-shardK`): every
+    shards-th case from its own index, so the shards of a test split the plan instead of each checking all of it."""
+    found = re.search(r"-shard(\d+)\]", nodeid) if shards > 1 else None
+    return planned[int(found.group(1)) :: shards] if found else planned
 
 
 def _stage(test: TestRun | None) -> str:

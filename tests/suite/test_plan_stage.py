@@ -15,7 +15,7 @@ from fuzz.judge.failures import StateMismatch
 from fuzz.model.case import Case
 from fuzz.run.result import Failure
 from fuzz.suite.rounds import Plan, TestRun, run_rounds
-from fuzz.suite.session import FuzzSession, Options, fuzz_test
+from fuzz.suite.session import FuzzSession, Options, fuzz_test, shard_share
 from fuzz.targets.registry import TARGETS
 from tests.mutants import MUTANTS
 
@@ -70,3 +70,11 @@ def test_the_planned_phase_comes_first_and_draws_nothing():
     assert [e[0] for e in events[:2]] == ["plan", "plan"] and all(e[2] for e in events[:2])
     assert not any(e[2] for e in events[2:])  # planning is over when the rounds draw
     assert [e for e in events if e[0] == "draw"] == rounds(())[1]  # the same draws as without a plan
+
+
+def test_the_shards_of_a_test_split_its_plan():
+    plan = tuple(range(7))
+    node = "fuzz/test_mtp_verify.py::test_mtp_verify[flashinfer-bf16-shard{}]"
+    parts = [shard_share(plan, node.format(k), 2) for k in (0, 1)]
+    assert parts == [(0, 2, 4, 6), (1, 3, 5)]
+    assert shard_share(plan, "fuzz/test_mtp_verify.py::test_mtp_verify[flashinfer-bf16]", 1) == plan
