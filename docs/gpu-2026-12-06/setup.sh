@@ -34,9 +34,10 @@ pack() { local tmp=${OUT:-/tmp/out}/.results.$BASHPID; tar -C $(dirname $R) -cJf
   && mv $tmp ${OUT:-/tmp/out}/results.tar.xz; }
 packing() { ( while sleep ${1:-30}; do pack; done ) & PACKER=$!; }
 note() { echo "[$(( $(date +%s) - START )) s] $*" >> $R/runs.txt; }
-warm() {  # $1 label, $2 seconds at most: compile the 0.7.4 plan (masks of the release) into $K
+warm() {  # $1 label, $2 seconds at most: compile the 0.7.4 plan (masks of the release) into $K (12 processes:
+  # cores left for what runs beside it)
   /usr/bin/time -f "warm wall %e s" timeout $2 $PY -m fuzz warm --profile $PROFILE -k flashinfer- \
-    --jobs ${JOBS:-16} --masks release --kernel-cache $K "${WARM074[@]}" > $R/$1.out 2>&1
+    --jobs ${JOBS:-12} --masks release --kernel-cache $K "${WARM074[@]}" > $R/$1.out 2>&1
   note "$1: warm exit $?: $(grep -h 'gdn-fuzz warm:' $R/$1.out | tail -1 | cut -c1-200)"
 }
 campaign() {  # $1 label, $2 xdist workers, $3 shards, $4 seconds per test, then more campaign arguments: the 7 core

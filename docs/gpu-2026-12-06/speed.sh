@@ -2,7 +2,8 @@
 # each writes into $R as it finishes and $R is packed into $OUT every 30 s, so a cut-off call returns what ran):
 #  (c) beside (b)'s warm-up: masks off, a fresh example database per run, 60 s per test, the bf16-state verify test on
 #      0.7.2.post1 and 0.7.4 in one campaign (two installations sharing the GPU): `wide-vec-no-writeback` must be found
-#      on both within 15 s (the threshold plan's cases come first). Its times are under the warm-up's load.
+#      on both within 15 s (the threshold plan's cases come first). Its times are under the warm-up's load, its kernel
+#      cache the one the warm-up fills (threshold plans first; 0.7.2.post1's own directory starts empty).
 #  (b) `gdn-fuzz warm` of 0.7.4's plan into an empty $K, then a campaign of the seven core FlashInfer 0.7.4 fuzz tests
 #      (masks of the release, two shards each, $N xdist workers, every check isolated), BOX s per test: distinct cases
 #      per minute of wall, per target and operation (its summary.md).
@@ -17,14 +18,14 @@ if [ "${DRY:-0}" = 1 ]; then  # a loaded 2-core machine: four of the core tests,
   CORE="(flashinfer-bf16 or flashinfer-mtp-fp32) and (test_decode or test_mtp_verify)"
 fi
 packing 30
-rm -rf $K $K-c
+rm -rf $K
 note "start: $(head -1 $R/machine.txt)"
 
 # (b) warm-up, with (c) beside it
 warm b-warm ${WARM_S:-170} & WARMING=$!
 C=(--profile $PROFILE --test-seconds ${CBOX:-60} --shrink-seconds ${SHRINK:-15} --masks none --db-per-run
    --timeout $(( ${CBOX:-60} + ${TAIL:-60} )))
-CP=(--gdn-isolate --gdn-kernel-cache $K-c -k test_mtp_verify -p no:warnings)
+CP=(--gdn-isolate --gdn-kernel-cache $K -k test_mtp_verify -p no:warnings)  # the cache the warm-up fills
 if [ "${DRY:-0}" = 1 ]; then  # one interpreter: a campaign per release (its override), side by side
   timeout $(( ${CBOX:-60} + ${TAIL:-60} + 20 )) $PY -m fuzz campaign flashinfer-bf16 "${C[@]}" --out $R/c-072 \
     --installation 0.7.2.post1=$SITE072 --pytest "${CP[@]}" "${FI072[@]}" > $R/c-072.out 2>&1 & C072=$!
