@@ -22,7 +22,7 @@ else
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 R=${R:-/tmp/r} K=${K:-/tmp/kernels}; rm -rf $R; mkdir -p $R ${OUT:-/tmp/out}
-CORE="flashinfer- and (test_decode or test_mtp_verify or test_prefill) and not cake and not replayssm"
+CORE="flashinfer- and (test_decode or test_verify or test_prefill) and not cake and not replayssm"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,memory.free --format=csv,noheader 2>/dev/null || echo no GPU
   nproc; $PY -c "import torch, hypothesis; print('torch', torch.__version__, 'hypothesis', hypothesis.__version__)"
   git log -1 --format='%H %s' 2>/dev/null | cut -c1-120

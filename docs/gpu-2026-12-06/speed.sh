@@ -15,7 +15,7 @@
 if [ "${DRY:-0}" = 1 ]; then  # a loaded 2-core machine: four of the core tests, starts of tens of seconds
   : ${N:=2} ${BOX:=5} ${CBOX:=25} ${WALL:=14} ${SWEEP:=1 2} ${TAIL:=240} ${WARM_S:=60} ${MIN_BOX:=2} ${SHRINK:=5}
   : ${LIMIT:=1800}
-  CORE="(flashinfer-bf16 or flashinfer-mtp-fp32) and (test_decode or test_mtp_verify)"
+  CORE="(flashinfer-bf16 or flashinfer-mtp-fp32) and (test_decode or test_verify)"
 fi
 packing 30
 rm -rf $K
@@ -25,7 +25,7 @@ note "start: $(head -1 $R/machine.txt)"
 warm b-warm ${WARM_S:-170} & WARMING=$!
 C=(--profile $PROFILE --test-seconds ${CBOX:-60} --shrink-seconds ${SHRINK:-15} --masks none --db-per-run
    --timeout $(( ${CBOX:-60} + ${TAIL:-60} )))
-CP=(--gdn-isolate --gdn-kernel-cache $K -k test_mtp_verify -p no:warnings)  # the cache the warm-up fills
+CP=(--gdn-isolate --gdn-kernel-cache $K -k test_verify -p no:warnings)  # the cache the warm-up fills
 if [ "${DRY:-0}" = 1 ]; then  # one interpreter: a campaign per release (its override), side by side
   timeout $(( ${CBOX:-60} + ${TAIL:-60} + 20 )) $PY -m fuzz campaign flashinfer-bf16 "${C[@]}" --out $R/c-072 \
     --installation 0.7.2.post1=$SITE072 --pytest "${CP[@]}" "${FI072[@]}" > $R/c-072.out 2>&1 & C072=$!

@@ -97,8 +97,8 @@ EXPECT = {
         PRETRANSPOSE,
         "decode",
         (OutputMismatch, StateMismatch),
-        lambda c: c.B == 1 and c.gate in ("threshold", "mixed"),
-        "B=1, gate regime threshold",
+        lambda c: c.B == 1 and c.decay in ("threshold", "mixed"),
+        "B=1, decay regime threshold",
     ),
     # A 1-slot pool view is contiguous whatever its stride, so the copy needs pool >= 2 (slot 0 reserved).
     "strided_pool_lost_write": Expect(

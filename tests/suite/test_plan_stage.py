@@ -74,7 +74,7 @@ def test_the_planned_phase_comes_first_and_draws_nothing():
 
 def test_the_shards_of_a_test_split_its_plan():
     plan = tuple(range(7))
-    node = "fuzz/test_mtp_verify.py::test_mtp_verify[flashinfer-bf16-shard{}]"
+    node = "fuzz/test_verify.py::test_verify[flashinfer-bf16-shard{}]"
     parts = [shard_share(plan, node.format(k), 2) for k in (0, 1)]
     assert parts == [(0, 2, 4, 6), (1, 3, 5)]
-    assert shard_share(plan, "fuzz/test_mtp_verify.py::test_mtp_verify[flashinfer-bf16]", 1) == plan
+    assert shard_share(plan, "fuzz/test_verify.py::test_verify[flashinfer-bf16]", 1) == plan

@@ -85,7 +85,7 @@ def tokens(x):
 
 
 def oracle(x, slots, **kwargs):
-    return reference.mtp_verify(
+    return reference.verify(
         x["q"], x["k"], x["v"], RawGates(x["A_log"], x["a"], x["dt_bias"], x["b"]), x["pool"], slots, **kwargs
     )
 
@@ -340,7 +340,7 @@ ACCEPTED = torch.tensor([1, 2, 4], dtype=torch.int32)
 def vllm_expected(x, token_slots, accepted, gates):
     """Each request starts from the slot of its last accepted token and stores every token's state in its own slot."""
     reads = token_slots[torch.arange(3), accepted.long() - 1]
-    return reference.mtp_verify(*(x[n] for n in "qkv"), gates, x["pool"], reads, token_slots=token_slots, pad=VLLM_PAD)
+    return reference.verify(*(x[n] for n in "qkv"), gates, x["pool"], reads, token_slots=token_slots, pad=VLLM_PAD)
 
 
 def vllm_sigmoid(vllm, x, slots, accepted):
