@@ -165,8 +165,8 @@ def _build(api, arch: int | None, device: str):
     from fuzz.targets.sglang_loader import SglangUnavailable
 
     with unavailable_as(SglangUnavailable):  # an override's class, built the way the real one is
-        glue = dataclasses.replace(load_sglang_glue(), FlashInferGDNKernel=getattr(api, FLASHINFER))
-        return glue.flashinfer_kernel(arch, api=None if device == "cuda" else STANDIN)
+        standin = None if device == "cuda" else STANDIN
+        return load_sglang_glue().flashinfer_kernel(arch, api=standin, cls=getattr(api, FLASHINFER))
 
 
 def _triton(profile_device: str) -> str:

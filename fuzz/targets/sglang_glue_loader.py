@@ -89,14 +89,16 @@ class SglangGlue:
         """Construct it with flashinfer_kernel: the FlashInfer and the arch it runs on are set while it is built."""
         return self.flashinfer_glue.FlashInferGDNKernel
 
-    def flashinfer_kernel(self, arch: int, api: str | object | None = None):
+    def flashinfer_kernel(self, arch: int, api: str | object | None = None, cls: type | None = None):
         """A FlashInferGDNKernel for SM `arch` (the major: 9, 10, 12); api None: the installed FlashInfer on this
-        GPU, else the module path or object whose GLUE_API functions stand in for FlashInfer (see the module doc)."""
+        GPU, else the module path or object whose GLUE_API functions stand in for FlashInfer (see the module doc).
+        `cls`: a subclass of the glue's class to build instead (a glue override), built the same way."""
+        cls = cls or self.FlashInferGDNKernel
         if api is None:
-            return _on_gpu(self.FlashInferGDNKernel, arch)
+            return _on_gpu(cls, arch)
         functions = _glue_api(api)
         with _faked_flashinfer(self.flashinfer_glue, functions, arch):
-            return _construct(self.FlashInferGDNKernel, f"FlashInferGDNKernel for SM{arch}0 on {_name(api)}")
+            return _construct(cls, f"FlashInferGDNKernel for SM{arch}0 on {_name(api)}")
 
     def launch_scatter(self, dst, src, dst_indices_raw, step_indices_raw, src_indices_raw=None) -> None:
         """`scatter`'s launch of `scatter_kernel` for tensors on any device: on the CPU it replaces the wrapper,

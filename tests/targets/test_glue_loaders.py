@@ -111,7 +111,7 @@ def test_the_loaders_report_what_they_loaded(glue, vllm):
 
 def test_without_the_engines_each_loader_says_what_to_install(monkeypatch, sglang_loader, glue_loader, vllm_loader):
     monkeypatch.setattr(sglang_loader, "find_installed", lambda package: None)
-    monkeypatch.setattr(vllm_loader.wheel, "find_installed", lambda package: None)
+    monkeypatch.setattr(vllm_loader, "find_installed", lambda package: None)
     monkeypatch.setattr(glue_loader, "load_sglang_kernels", sglang_loader.load_sglang_kernels.__wrapped__)
     with pytest.raises(sglang_loader.SglangUnavailable, match=r"sglang not installed: pip install --no-deps sglang=="):
         glue_loader.load_sglang_glue.__wrapped__()
