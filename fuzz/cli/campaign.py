@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,10 +29,13 @@ from pathlib import Path
 from fuzz.cli.campaign_tables import RunRow, Settings, markdown
 from fuzz.cli.parser import Parser
 from fuzz.generate.profiles import PROFILES
-from fuzz.run import events, installation
+from fuzz.run import events, installation, warming
+from fuzz.run.memory import MEMORY_DIR
 from fuzz.run.progress import Progress, Watch, events_file
 from fuzz.run.report import LoggedFailure, RunReport, live_log
 from fuzz.run.report import load as load_report
+from fuzz.run.workers import resolve as resolve_workers
+from fuzz.run.workers import shared
 
 
 @dataclass
@@ -39,6 +43,7 @@ class Job:
     where: installation.Installation
     family: str
     out: Path
+    xdist: tuple[str, ...] | None = None  # its pytest-xdist arguments (worker_args); None: from --workers alone
 
     @property
     def name(self) -> str:
@@ -57,6 +62,20 @@ def selected(family: str, pytest_args: list[str]) -> tuple[str, list[str]]:
         else:
             rest.append(arg)
     return " and ".join(f"({e})" for e in (family, *expressions) if e), rest
+
+
+def worker_args(workers: str, runs: int, profile: str) -> list[str]:
+    """Each run's pytest-xdist arguments: a count as given (per run); `auto` resolved by the run itself when it runs
+    alone, and shared among the runs when several run at once on the GPU (fuzz.run.workers.shared), so releases
+    fuzzed side by side split one GPU's workers instead of each taking all of them."""
+    if workers != "auto":
+        return [f"-n{workers}"] if int(workers) > 1 else []
+    if runs == 1:
+        return ["--gdn-workers=auto"]
+    total = resolve_workers("auto", PROFILES[profile].device)
+    each = shared(total, runs)
+    print(f"gdn-fuzz campaign: --workers auto: {total} for the GPU, {each} for each of {runs} runs", file=sys.stderr)
+    return [f"-n{each}"] if each > 1 else []
 
 
 def run_job(job: Job, args, watch: Watch | None = None) -> dict:
@@ -81,7 +100,7 @@ def run_job(job: Job, args, watch: Watch | None = None) -> dict:
         f"--gdn-report={report}",
         f"--gdn-live-log={live}",
         f"--gdn-events={progress}",
-        *(["--gdn-workers=auto"] if args.workers == "auto" else [f"-n{args.workers}"] if int(args.workers) > 1 else []),
+        *(worker_args(str(args.workers), 1, args.profile) if job.xdist is None else job.xdist),
         *([f"--gdn-db={job.out / (job.name + '-db')}"] if args.db_per_run else []),
         *([f"--gdn-resume={resume}"] if resume and resume.is_file() else []),
         *extra,
@@ -174,6 +193,7 @@ def _check(args, wheres: list[installation.Installation]) -> None:
             ">= 1 or auto",
         ),
         ("--timeout", args.timeout, args.timeout is None or args.timeout > 0, "> 0"),
+        ("--warm-jobs", args.warm_jobs, args.warm_jobs >= 1, ">= 1"),
     ):
         if not ok:
             raise ValueError(f"{name} {value if isinstance(value, str) else f'{value:g}'}: expected {expected}")
@@ -186,7 +206,8 @@ def _check(args, wheres: list[installation.Installation]) -> None:
         )
 
 
-def main(argv: list[str]) -> int:
+def parser() -> Parser:
+    """The command's arguments."""
     p = Parser(prog="gdn-fuzz campaign", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("families", nargs="*", help="target-name prefixes (flashinfer-, fla-, sglang-)")
     p.add_argument(
@@ -202,8 +223,8 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--workers",
         default="1",
-        help="pytest-xdist workers per run (-n), or auto: the count where "
-        "distinct cases per minute peaked for the GPU (pytest's --gdn-workers auto, fuzz.run.workers)",
+        help="pytest-xdist workers per run (-n), or auto: the count where distinct cases per minute peaked for the "
+        "GPU (pytest's --gdn-workers auto, fuzz.run.workers), shared among the runs when several run at once",
     )
     p.add_argument("--masks", default="none", choices=("none", "release", "all"))
     p.add_argument("--timeout", type=float, default=None, help="seconds before a run is killed")
@@ -228,7 +249,21 @@ def main(argv: list[str]) -> int:
         help="run nothing: print the tables of an earlier campaign's summary.json, triaged anew against "
         "today's known-bug records, titled with the settings it stored",
     )
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="compile the profile's bucket plan beside the runs (gdn-fuzz warm on each installation), for a start "
+        "from an empty kernel cache: the runs draw among the buckets compiled so far (fuzz.run.warming)",
+    )
+    p.add_argument(
+        "--warm-jobs", type=int, default=4, help="compile processes of --warm, shared among the installations"
+    )
     p.add_argument("--pytest", nargs=argparse.REMAINDER, default=[], help="more pytest arguments for every run")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    p = parser()
     args = p.parse_args(argv)
     if args.render:
         try:
@@ -249,12 +284,7 @@ def main(argv: list[str]) -> int:
     except ValueError as e:
         p.error(str(e))
     args.out.mkdir(parents=True, exist_ok=True)
-    jobs = [Job(w, f, args.out) for w in wheres for f in args.families]
-    watches = [Watch.of(job.name, args.out) for job in jobs]
-    with ThreadPoolExecutor(len(jobs)) as pool, Progress(watches) as progress:
-        futures = [pool.submit(run_job, job, args, watch) for job, watch in zip(jobs, watches)]
-        progress.until(lambda: all(f.done() for f in futures))
-        results = [f.result() for f in futures]
+    results = run_all(args, wheres)
     settings = Settings.of(args)
     (args.out / "summary.json").write_text(
         json.dumps({"settings": settings.to_json(), "runs": results}, indent=1) + "\n"
@@ -263,6 +293,27 @@ def main(argv: list[str]) -> int:
     (args.out / "summary.md").write_text(text)
     print(text)
     return exit_code(results)
+
+
+def run_all(args, wheres: list[installation.Installation]) -> list[dict]:
+    """Every (installation, family) run at once, with --warm's warm-ups beside them; each run's summary row. The
+    runs share each GPU: one directory for its memory slots, inherited by every run, so all take heavy checks'
+    memory from one pool per GPU whatever their environments (fuzz.run.memory); `auto` workers split among them
+    (worker_args); the warm-ups' compile processes split among the installations."""
+    os.environ.setdefault(MEMORY_DIR, tempfile.gettempdir())
+    xdist = tuple(worker_args(str(args.workers), len(wheres) * len(args.families), args.profile))
+    jobs = [Job(w, f, args.out, xdist) for w in wheres for f in args.families]
+    watches = [Watch.of(job.name, args.out) for job in jobs]
+    jobs_each = shared(args.warm_jobs, len(wheres))
+    warmups = [warming.beside(w, args, jobs_each, args.out / f"{w.label}-warm.log") for w in wheres if args.warm]
+    try:
+        with ThreadPoolExecutor(len(jobs)) as pool, Progress(watches) as progress:
+            futures = [pool.submit(run_job, job, args, watch) for job, watch in zip(jobs, watches)]
+            progress.until(lambda: all(f.done() for f in futures))
+            return [f.result() for f in futures]
+    finally:
+        for where, proc in zip(wheres, warmups):
+            print(f"gdn-fuzz campaign: {where.label}: warm-up beside the runs {warming.stop(proc)}", file=sys.stderr)
 
 
 def exit_code(results: list[dict]) -> int:

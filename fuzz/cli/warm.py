@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from fuzz.cli.parser import Parser
 from fuzz.generate.profiles import PROFILES
 from fuzz.model.known_bugs import MASK_POLICIES
-from fuzz.run import warm
+from fuzz.run import warm, warming
 
 
 def main(argv: list[str]) -> int:
@@ -73,27 +73,40 @@ def main(argv: list[str]) -> int:
             print("gdn-fuzz warm: nothing to compile: no selected target is available here", file=sys.stderr)
             return 1
         began = time.monotonic()
-        progress = warm.run_units(units, budget.device, args.jobs, args.timeout)
-        seconds = time.monotonic() - began
-        by_name = {t.name: t for t in TARGETS}
-        pairs = sorted({(u.target, u.op) for u in units})
-        meta = {
-            "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "cases": progress.total,
-            "seconds": round(seconds, 1),
-            "jobs": args.jobs,
-        }
-        entries = {
-            warm.manifest_key(args.profile, args.masks, name, op): warm.plan_digest(
-                by_name[name], op, budget, args.masks
+        tracker = warming.Tracker(cache.directories.values(), args.profile, args.masks)
+        try:  # the plans most wanted first; runs beside it draw among the buckets compiled so far (fuzz.run.warming)
+            progress = warm.run_units(
+                warming.cold_order(units), budget.device, args.jobs, args.timeout, done=tracker.done
             )
-            for name, op in pairs
-        }
-        for directory in cache.directories.values():
-            warm.write_manifest(directory, entries, meta)
+        finally:
+            tracker.close()
+        seconds = time.monotonic() - began
+        pairs = _record(cache, args, budget, units, progress, seconds)
         print(
             f"gdn-fuzz warm: {progress.total} cases of {len(units)} planned buckets ({len(pairs)} target x operation "
             f"pairs) in {seconds:.1f} s with {args.jobs} processes; {progress.failed} failed (not judged here: the "
             f"fuzz run finds and shrinks them); {cache.describe()}"
         )
         return 0
+
+
+def _record(cache, args, budget, units, progress, seconds: float) -> list[tuple[str, str]]:
+    """Write what was warmed (each target and operation's plan digest, and when, how many cases, how long) to the
+    manifest of every cache directory; the (target, operation) pairs warmed."""
+    from fuzz.targets.registry import TARGETS
+
+    by_name = {t.name: t for t in TARGETS}
+    pairs = sorted({(u.target, u.op) for u in units})
+    meta = {
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cases": progress.total,
+        "seconds": round(seconds, 1),
+        "jobs": args.jobs,
+    }
+    entries = {
+        warm.manifest_key(args.profile, args.masks, name, op): warm.plan_digest(by_name[name], op, budget, args.masks)
+        for name, op in pairs
+    }
+    for directory in cache.directories.values():
+        warm.write_manifest(directory, entries, meta)
+    return pairs

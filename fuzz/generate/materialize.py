@@ -55,8 +55,8 @@ def materialize(
         pool = Guarded.around(
             (case.pool, case.HV, *state_shape), st_dtype, device, GUARD_SLOTS, case.pool_gap, offset_bits
         )
-        pool.fill(case.seed)
         named = named_slots(case)
+        pool.fill(case.seed, skip=named)
         pool.keep(named, vals.normal(len(named), case.HV, *state_shape) * 0.5)
     inter = None
     if case.inter_rows:

@@ -45,6 +45,12 @@ class Budget:
     plan_size: int = 0
     open_every: int = 16
     plan_seed: int = 0
+    # The threshold plan (fuzz.generate.threshold_plan): each fuzz test first checks at most this many cases on both
+    # sides of its release's dispatch thresholds. A CPU's are the kernel thresholds at the fewest tokens, about.
+    threshold_cases: int = 8
+    # While a warm-up compiles the plan beside the run (fuzz.run.warming): the reprs of the planned buckets compiled
+    # so far, which a planned draw keeps to (where there is any); None: the whole plan.
+    compiled: frozenset | None = None
     # CPU budgets: a case whose K or V reaches heavy_dim (a release's K = V = 128, which its contract holds a CPU
     # stand-in to) costs 10-30x one at the CPU dims (its pool, buffers and their seeded values grow with K * V), so it
     # draws at most heavy_B requests, heavy_pool spare slots and heavy_T tokens, and straddles no dispatch threshold
@@ -121,6 +127,7 @@ GPU_BUDGET = Budget(
     warm_calls=True,
     plan_size=8,
     open_every=32,
+    threshold_cases=32,
 )
 CI_BUDGET = Budget("cpu", CPU_DIMS, max_B=4, max_T=8, max_pool=12, heavy_dim=64)
 DEV_BUDGET = Budget("cpu", CPU_DIMS, max_B=6, max_T=16, max_pool=24, heavy_dim=64, heavy_B=3, heavy_pool=6, heavy_T=6)

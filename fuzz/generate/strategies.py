@@ -282,13 +282,23 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
 
 def _bucket(draw, target: TargetView, sup: Support, op: str, budget: Budget, bugs: tuple, large: bool) -> Bucket:
     """The case's compile bucket: one of the large plan's that fit, or, on a planned budget, one of bucket_plan's
-    (all but one case in Budget.open_every), else one drawn from the whole bucket space (`sup`, the target's support
-    narrowed by `bugs`)."""
+    (all but one case in Budget.open_every; among the compiled ones while a warm-up runs beside: compiled_first),
+    else one drawn from the whole bucket space (`sup`, the target's support narrowed by `bugs`)."""
     pick = lambda options: draw(st.sampled_from(options))
     if large:
         return pick(large_buckets(target, op, budget, bugs)[0])
     planned = budget.plan_size and draw(st.integers(0, budget.open_every - 1)) < budget.open_every - 1
-    return pick(bucket_plan(target.name, op, sup, budget)) if planned else draw_bucket(pick, sup, op, budget)
+    if not planned:
+        return draw_bucket(pick, sup, op, budget)
+    return pick(compiled_first(bucket_plan(target.name, op, sup, budget), budget))
+
+
+def compiled_first(plan: tuple[Bucket, ...], budget: Budget) -> tuple[Bucket, ...]:
+    """The planned buckets a draw picks from: while a warm-up compiles the plan beside the run (Budget.compiled), the
+    ones it compiled, where there is any; else the whole plan."""
+    if budget.compiled is None:
+        return plan
+    return tuple(b for b in plan if repr(b) in budget.compiled) or plan
 
 
 def _large_pool(draw, target: TargetView, bucket: Bucket, budget: Budget) -> tuple[int, int, int]:

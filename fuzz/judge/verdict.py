@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from fuzz.judge.errors import measure
 from fuzz.judge.failures import (
     GuardBreach,
     IntermediateMismatch,
@@ -287,37 +288,26 @@ def _at(ids: torch.Tensor, values: torch.Tensor, wanted: list[int]) -> torch.Ten
 def compare(case, kind, failure, path, got, exact, model, dtype, compared) -> None:
     if got.numel() == 0:
         return
-    # float64 on the device the result lives on: no host copies of [B, T, HV, V, K] intermediate buffers
-    got64, exact64, model64 = (x.detach().to(got.device, torch.float64) for x in (got, exact, model))
-    # Judged where the oracle is finite and representable where the result is stored: an fp16 output whose true
-    # value exceeds 65504 is inf, a property of the dtype, not of the kernel (also when the kernel computes in bf16
-    # and only the caller's fp16 buffer overflows, and when the precision model, which rounds the inputs as the
-    # kernel does, lands past the largest value). The last 1% below the largest finite value rounds either way.
-    representable = torch.maximum(exact64.abs(), model64.abs()) <= 0.99 * torch.finfo(got.dtype).max
-    finite = torch.isfinite(exact64) & torch.isfinite(model64) & representable
-    bad = finite & ~torch.isfinite(got64)
-    if bad.any():
-        at = tuple(bad.nonzero()[0].tolist())
+    measured = measure(got, exact, model)  # in float64 where the result lives, block by block (fuzz.judge.errors)
+    if measured.nonfinite is not None:
+        at = measured.nonfinite
         raise NonFinite(
             case,
-            f"{kind}{list(at)} = {got64[at].item()} where the oracle is {exact64[at].item():.6g}",
+            f"{kind}{list(at)} = {got[at].double().item()} where the oracle is {exact[at].double().item():.6g}",
             cause=f"{kind} not finite where the oracle is",
         )
-    zero = exact64.new_zeros(())
-    err = (got64 - exact64).abs().where(finite, zero)
-    model_err = float((model64 - exact64).abs().where(finite, zero).max())
-    scale = float(exact64.abs().where(finite, zero).max())
     tol = tolerance(kind, dtype)
-    bound = tol.bound(model_err, scale, case.T)
-    worst = float(err.max())
+    bound = tol.bound(measured.model_err, measured.scale, case.T)
+    worst = measured.worst
     compared.append(Comparison(kind, worst, bound))
     if worst > bound:
-        at = tuple(int(i) for i in torch.unravel_index(err.argmax(), err.shape))
+        at = measured.worst_at
         raise failure(
             case,
-            f"{kind}{list(at)}: target {got64[at].item():.7g}, oracle {exact64[at].item():.7g}, "
-            f"model {model64[at].item():.7g}; max error {worst:.3g} > bound {bound:.3g} "
-            f"(= {tol.c} x model error {model_err:.3g} + floor at |oracle|max {scale:.3g}, T={case.T})",
+            f"{kind}{list(at)}: target {got[at].double().item():.7g}, oracle {exact[at].double().item():.7g}, "
+            f"model {model[at].double().item():.7g}; max error {worst:.3g} > bound {bound:.3g} "
+            f"(= {tol.c} x model error {measured.model_err:.3g} + floor at |oracle|max {measured.scale:.3g}, "
+            f"T={case.T})",
             cause=f"{kind} error above the bound",
         )
 

@@ -11,8 +11,8 @@ from fuzz.model.tensors import named_slots
 
 F64 = 8  # the oracle and the verdict compute in float64
 # The verdict's copies of the largest buffer it compares, alive at once: in float64 got, exact, model, and the error
-# with its two temporaries (difference, absolute value); in the buffer's dtype got, exact and model gathered for the
-# judged slots or rows, and the bits of the poison check.
+# with its two temporaries (difference, absolute value), of one block of CHUNK elements (fuzz.judge.errors); in the
+# buffer's dtype got, exact and model gathered for the judged slots or rows, and the bits of the poison check, whole.
 COMPARE_F64_COPIES = 6
 COMPARE_OWN_COPIES = 4
 # Bytes per element of one filler block (materialize fills the pool, the verdict regenerates it to find changed
@@ -80,11 +80,18 @@ def _oracle_working(case: Case) -> int:
 
 def _comparison(case: Case) -> int:
     """fuzz.judge.verdict.compare on the largest buffer it judges: the output, the written states or the written
-    intermediate rows."""
+    intermediate rows (its float64 work a block of CHUNK elements at a time)."""
     state, st, inp = _sizes(case)
     rows = case.B * _steps(case) * state if case.inter_rows else 0
-    judged = ((sum(case.tokens) * case.HV * case.V, inp), (case.B * state, st), (rows, st))
-    return max(n * (COMPARE_F64_COPIES * F64 + COMPARE_OWN_COPIES * size) for n, size in judged)
+    judged = (  # (elements, elements of a leading row, dtype bytes)
+        (sum(case.tokens) * case.HV * case.V, case.HV * case.V, inp),
+        (case.B * state, state, st),
+        (rows, _steps(case) * state, st),
+    )
+    return max(
+        min(n, max(row, CHUNK // max(row, 1) * row)) * COMPARE_F64_COPIES * F64 + n * COMPARE_OWN_COPIES * size
+        for n, row, size in judged
+    )
 
 
 def _filler_blocks(case: Case) -> int:

@@ -18,6 +18,7 @@ not own. On a GPU that guard costs 2^31 elements (8 GiB of fp32), so such cases 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import torch
@@ -60,12 +61,22 @@ class Guarded:
     def row_numel(self) -> int:
         return math.prod(self.view.shape[1:])
 
-    def fill(self, seed: int) -> None:
-        """Set the view to the filler of `seed`, block by block (an 8 GiB pool never exists twice)."""
+    def fill(self, seed: int, skip: Collection[int] = ()) -> None:
+        """Set the view to the filler of `seed`, block by block (an 8 GiB pool never exists twice); rows in `skip`,
+        which the caller sets next (`keep`), are not filled first: a pool of many named slots would pay for its filler
+        twice, and the filler of a row is the same wherever its block starts."""
         self.seed = seed
-        per = max(1, CHUNK // max(self.row_numel, 1))
-        for r in range(0, self.view.shape[0], per):
-            self.view[r : r + per] = self.initial(r, min(r + per, self.view.shape[0]))
+        per, n, skipped = max(1, CHUNK // max(self.row_numel, 1)), self.view.shape[0], set(skip)
+        start = 0
+        while start < n:
+            if start in skipped:
+                start += 1
+                continue
+            stop = start + 1
+            while stop < min(n, start + per) and stop not in skipped:
+                stop += 1
+            self.view[start:stop] = self.initial(start, stop)
+            start = stop
 
     def initial(self, start: int, stop: int) -> torch.Tensor:
         """Rows start..stop of the view as they began, before the named rows were set (filler or poison)."""

@@ -54,6 +54,45 @@ class Support:
         """The smallest batch drawn for H qk heads and T tokens (single_head_min_B, one_token_min_B)."""
         return max(self.single_head_min_B if H == 1 else 1, self.one_token_min_B if T == 1 else 1)
 
+    def admits(self, case) -> bool:
+        """Could the strategies draw `case` inside this support (an illegal head ratio, a deliberate invalid case,
+        aside)? The case-level reducer keeps to it (fuzz.suite.session): a step outside what the target accepts would
+        find the target's refusal, not the failure being shrunk."""
+        buffer = bool(case.inter_rows)
+        heads = (
+            (case.H, case.HV) in self.heads
+            if self.heads
+            else case.HV % case.H != 0 or case.HV // case.H in self.gva_ratios
+        )
+        return heads and all(
+            (
+                case.op in self.ops,
+                case.state_dtype in self.state_dtypes,
+                case.input_dtype in self.input_dtypes,
+                case.index_dtype in self.index_dtypes,
+                case.layout in self.layouts,
+                self.head_dims is None or (case.K, case.V) in self.head_dims,
+                case.decay in self.decay_regimes,
+                self.max_T is None or case.T <= self.max_T,
+                case.op != "verify" or case.T >= self.verify_min_T,
+                case.B >= self.least_B(case.H, case.T),
+                self.pool or (case.pool == case.B and case.read_slots == tuple(range(case.B))),
+                self.split_write or case.write_slots is None,
+                self.token_slots or case.token_slots is None,
+                self.intermediate or not buffer,
+                not buffer or case.inter_rows == case.B or (self.spare_rows and not self.exact_rows),
+                self.explicit_rows or case.inter_index is None,
+                self.sliced_intermediate or not case.inter_spare_steps,
+                self.spare_steps or case.inter_steps == (case.T if buffer else 0),
+                self.buffer_with_update or not (buffer and case.update),
+                self.strided_pool or not case.pool_gap,
+                self.no_update or case.update,
+                self.l2norm_off or case.l2norm,
+                self.output_optional or case.output_given,
+                self.empty_prefill or case.op != "prefill" or any(case.seqlens),
+            )
+        )
+
     def narrowed(self, **limits) -> Support:
         """This support with fewer choices: tuples keep the values they share with the limit, flags can only turn
         off, minimums only rise."""

@@ -22,10 +22,18 @@ _SQRT3 = math.sqrt(3.0)
 
 
 def _hash(x):
-    """A 32-bit integer mix of values in [0, 2**32): int64 tensors or Python ints, the same arithmetic."""
+    """A 32-bit integer mix of values in [0, 2**32): Python ints, the arithmetic `_mix` does in place."""
     x = ((x >> 16) ^ x) * _MUL & _M32
     x = ((x >> 16) ^ x) * _MUL & _M32
     return (x >> 16) ^ x
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """`_hash` of an int64 tensor, in place: the same values with a third of the temporaries (a pool's filler and a
+    case's values are tens of millions of elements, and this is most of building them)."""
+    for _ in range(2):
+        x.bitwise_xor_(x >> 16).mul_(_MUL).bitwise_and_(_M32)
+    return x.bitwise_xor_(x >> 16)
 
 
 def _key(seed: int, stream: int) -> int:
@@ -43,7 +51,9 @@ class Values:
         if stream is None:
             stream, self.stream = self.stream, self.stream + 1
         index = torch.arange(start, start + numel, dtype=torch.int64, device=self.device)
-        return _hash((index & _M32) ^ _key(self.seed, stream) ^ ((index >> 32) * _MUL & _M32))
+        if start + numel <= 2**32:  # the high word is zero: index & _M32 is the index, its term is zero
+            return _mix(index.bitwise_xor_(_key(self.seed, stream)))
+        return _mix((index & _M32).bitwise_xor_(_key(self.seed, stream)).bitwise_xor_((index >> 32) * _MUL & _M32))
 
     def uniform(self, lo: float, hi: float, *shape: int) -> torch.Tensor:
         """Uniform in [lo, hi): 24-bit steps."""

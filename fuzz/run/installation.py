@@ -47,9 +47,14 @@ class Installation:
 
     def pytest(self, args: list[str], log: Path) -> subprocess.Popen:
         """Start `pytest fuzz/ ARGS` on this installation, its output into `log`."""
+        return self.start(["-m", "pytest", str(SUITES), *args], log)
+
+    def start(self, args: list[str], log: Path) -> subprocess.Popen:
+        """Start this installation's python with ARGS (its compile caches, from the checkout's root), its output into
+        `log`."""
         with open(log, "w") as out:
             return subprocess.Popen(
-                [self.python, "-m", "pytest", str(SUITES), *args],
+                [self.python, *args],
                 cwd=SUITES.parent,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -7,10 +7,11 @@ of those at once exhaust the GPU: the out-of-memory error then lands in whicheve
 reads as a finding (a library call that raised is RejectedValidInput). So a check whose estimate
 (fuzz.model.footprint.peak_bytes) exceeds HEAVY_BYTES first takes one memory slot of its device per HEAVY_BYTES of
 it (`device_lock`: HEAVY_SHARE of the GPU's memory in slots, each an fcntl.flock on a file named after the GPU's UUID,
-which every process sees whatever its CUDA_VISIBLE_DEVICES; the kernel drops it when the holder exits or dies, so a
-crashed worker never leaves it held), and before releasing them hands its freed blocks back to the device (PyTorch's
-caching allocator keeps them otherwise). A check larger than the slots take them all: one at a time. On the host
-there is one slot.
+which every process sees whatever its CUDA_VISIBLE_DEVICES, in one directory (MEMORY_DIR) for every run of a host:
+a campaign's runs of several releases share one pool per GPU; the kernel drops a lock when its holder exits or dies,
+so a crashed worker never leaves it held), and before releasing them hands its freed blocks back to the device
+(PyTorch's caching allocator keeps them otherwise). A check larger than the slots take them all: one at a time. On the
+host there is one slot.
 
 Under --gdn-isolate the wait for the lock counts toward --gdn-timeout: a heavy check takes seconds on a GPU, so a
 few workers queueing stay far below the default 120 s.
@@ -33,6 +34,8 @@ from fuzz.model.case import Case
 from fuzz.model.footprint import peak_bytes
 from fuzz.model.guarded import OFFSET_BITS
 
+MEMORY_DIR = "GDN_MEMORY_DIR"  # where the slots' lock files live (default: the temporary directory); a campaign
+# names one for all its runs, so its installations share each GPU's slots whatever their environments
 HEAVY_BYTES = 4 << 30  # estimates above this take memory slots of this size (slots): a few at once per device
 HEAVY_SHARE = 0.5  # of a GPU's memory, lent to heavy checks (an H200: 17 slots)
 
@@ -100,7 +103,8 @@ def _take_any(device: str | torch.device, count: int) -> int:
 
 def lock_path(device: str | torch.device, slot: int = 0) -> Path:
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", _identity(device))
-    return Path(tempfile.gettempdir()) / f"gdn-fuzz-memory-{name}{f'.{slot}' if slot else ''}.lock"
+    root = os.environ.get(MEMORY_DIR) or tempfile.gettempdir()
+    return Path(root) / f"gdn-fuzz-memory-{name}{f'.{slot}' if slot else ''}.lock"
 
 
 def _identity(device: str | torch.device) -> str:

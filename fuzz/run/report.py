@@ -63,7 +63,7 @@ class ExampleRecord:
     case: Case
     bucket: str  # its dispatch bucket (fuzz.run.harness.dispatch_bucket)
     outcome: str  # "pass", its failure kind, or "unjudged" (the device ran out of memory)
-    stage: str  # "generate", "shrink" or "final" (Hypothesis's last replay)
+    stage: str  # "plan" (the threshold plan), "generate", "shrink" or "final" (Hypothesis's last replay)
     ratios: Mapping[str, float] = field(default_factory=dict, hash=False)  # judged kind -> error / bound
     seconds: float = 0.0
 
@@ -333,7 +333,7 @@ class RunReport:
 
     # ---- filling ---------------------------------------------------------------------------------------------
     def record(self, test: str, op: str, result: CheckResult, seconds: float, stage: str) -> None:
-        """One checked example. stage: "generate", "shrink" or "final" (Hypothesis's last replay)."""
+        """One checked example. stage: "plan", "generate", "shrink" or "final" (Hypothesis's last replay)."""
         key = (result.target, op)
         self.examples[key] += 1
         self.distinct[key].add(repr(result.case))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from fuzz.generate.profiles import Budget
 from fuzz.generate.strategies import MAX_STRADDLE_B, Bucket, bucket_plan
+from fuzz.generate.threshold_plan import simplest_case, threshold_cases
 from fuzz.model import dispatch
 from fuzz.model.case import Case
 
@@ -57,73 +58,30 @@ def plan_batches(target, bucket: Bucket, budget: Budget, sup) -> tuple[int, ...]
     return tuple(sorted(b for b in found if b >= least))
 
 
-def plan_case(target, op: str, bucket: Bucket, B: int, budget: Budget, sup) -> Case:
-    """The simplest case of a bucket at batch B: every request real, slots in order after the reserved one, the
-    bucket's write mode, buffer geometry, flags and pool capacity (what the library keys its kernels by). `sup`: the
-    support the bucket was planned in."""
-    sem = target.semantics()
-    T = max(bucket.T, 1) if op != "prefill" else min(budget.max_T, sup.max_T or budget.max_T)
-    null = sem.pad.null_index
-    fields = dict(pool=B, read_slots=tuple(range(B)), null=null)
-    if sup.pool:
-        low = 1 if (null == 0 or "slot0" in (sem.pad.read, sem.pad.write)) else 0
-        reads = tuple(range(low, low + B))
-        nxt = low + B
-        if bucket.writes == "token" and op == "verify" and T >= 2 and bucket.update and not bucket.buffer:
-            fields["token_slots"] = tuple(tuple(range(nxt + i * T, nxt + (i + 1) * T)) for i in range(B))
-            nxt += B * T
-        elif bucket.writes == "split":
-            fields["write_slots"] = tuple(range(nxt, nxt + B))
-            nxt += B
-        need = nxt + (1 if bucket.buffer else 0)
-        fields.update(pool=max(bucket.capacity, need), read_slots=reads)
-    gap = min((g for g in budget.gaps if g), default=0) if bucket.strided else 0
-    return Case(
-        op=op,
-        H=bucket.H,
-        HV=bucket.HV,
-        K=bucket.K,
-        V=bucket.V,
-        T=T,
-        seed=0,
-        seqlens=(T,) * B if op == "prefill" else (),
-        pool_gap=gap,
-        inter_rows=B if bucket.buffer else 0,
-        inter_steps=T + bucket.spare_steps if bucket.buffer else 0,
-        inter_spare_steps=bucket.sliced if bucket.buffer else 0,
-        state_dtype=bucket.state_dtype,
-        input_dtype=bucket.input_dtype,
-        index_dtype=bucket.index_dtype,
-        layout=bucket.layout,
-        l2norm=bucket.l2norm,
-        update=bucket.update,
-        output_given=bucket.output_given,
-        **fields,
-    )
-
-
 @dataclass(frozen=True)
 class Unit:
-    """One planned bucket of one target and operation, with its cases (one per batch of its ladder)."""
+    """One planned bucket of one target and operation, with its cases (one per batch of its ladder); or (bucket None)
+    the threshold plan's cases of a target and operation that no bucket's ladder holds."""
 
     target: str
     op: str
-    bucket: Bucket
+    bucket: Bucket | None
     cases: tuple[Case, ...]
 
 
 def plan_digest(target, op: str, budget: Budget, masks: str) -> str:
-    """What identifies a warmed plan: the target's release and the planned buckets."""
+    """What identifies a warmed plan: the target's release, the planned buckets and the threshold plan."""
     from fuzz.model.known_bugs import known_bugs
 
     bugs = known_bugs(target.path, target.release(), masks)
-    text = repr((target.release(), bucket_plan(target.name, op, target.declared(bugs), budget)))
+    planned = bucket_plan(target.name, op, target.declared(bugs), budget)
+    text = repr((target.release(), planned, threshold_cases(target, op, budget, bugs)))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def units_for(targets, budget: Budget, masks: str) -> tuple[list[Unit], dict[str, str]]:
-    """Every planned bucket of the available targets (their known-bug masks applied by `masks`); and the targets left
-    out, with why."""
+    """Every planned bucket of the available targets (their known-bug masks applied by `masks`), and the cases of
+    their threshold plans the buckets' ladders leave out; and the targets left out, with why."""
     from fuzz.model.case import CaseError
     from fuzz.model.footprint import peak_bytes
     from fuzz.model.known_bugs import known_bugs, masked_reason
@@ -142,12 +100,16 @@ def units_for(targets, budget: Budget, masks: str) -> tuple[list[Unit], dict[str
                 made = []
                 for B in plan_batches(target, bucket, budget, sup):
                     try:
-                        case = plan_case(target, op, bucket, B, budget, sup)
+                        case = simplest_case(target, op, bucket, B, budget, sup)
                     except CaseError:
                         continue  # a batch this bucket's geometry cannot hold
                     if peak_bytes(case, target.offset_bits()) <= WARM_BYTES:  # a larger one compiles when drawn
                         made.append(case)
                 units.append(Unit(target.name, op, bucket, tuple(made)))
+            laddered = {repr(c) for u in units if (u.target, u.op) == (target.name, op) for c in u.cases}
+            rest = [c for c in threshold_cases(target, op, budget, bugs) if repr(c) not in laddered]
+            if rest := [c for c in rest if peak_bytes(c, target.offset_bits()) <= WARM_BYTES]:
+                units.append(Unit(target.name, op, None, tuple(rest)))
     return units, skipped
 
 
@@ -235,14 +197,14 @@ class Progress:
                 )
 
 
-def run_units(units: list[Unit], device: str, jobs: int, timeout: float) -> Progress:
+def run_units(units: list[Unit], device: str, jobs: int, timeout: float, done=None) -> Progress:
     """Check every unit's cases in `jobs` isolated workers at once, a unit's cases in one worker (a compile key is
-    compiled once), the largest units first."""
+    compiled once), the units taken in the order given; `done(unit)`, if given, is told each unit finished."""
     from fuzz.run.worker import Worker
     from fuzz.targets.registry import TARGETS, current_overrides
 
     by_name = {t.name: t for t in TARGETS}
-    queue = sorted(units, key=lambda u: -len(u.cases))
+    queue = list(units)
     progress = Progress(sum(len(u.cases) for u in units))
     lock, errors = threading.Lock(), []
 
@@ -256,6 +218,9 @@ def run_units(units: list[Unit], device: str, jobs: int, timeout: float) -> Prog
                     unit = queue.pop(0)
                 for case in unit.cases:
                     progress.step(worker.check(by_name[unit.target], case).failure is not None)
+                if done is not None:
+                    with lock:
+                        done(unit)
         except Exception as e:  # noqa: BLE001 - a worker that cannot start or a harness error ends this thread only
             errors.append(f"{type(e).__name__}: {e}")
         finally:
@@ -276,7 +241,6 @@ __all__ = [
     "Unit",
     "manifest_key",
     "plan_batches",
-    "plan_case",
     "plan_digest",
     "run_units",
     "status",

@@ -27,8 +27,9 @@ A restart costs an interpreter and the torch import (about 1.5 s on a CPU machin
 context and loading compiled kernels: keep compile caches on disk (--gdn-kernel-cache; Triton: TRITON_CACHE_DIR,
 FlashInfer's CuTe DSL objects: FLASHINFER_WORKSPACE_BASE); the child inherits the parent's environment, except that
 each child gets a FlashInfer workspace of its own linked to the shared one, and what it compiled is published back
-every PUBLISH_SECONDS and when it stops (fuzz.run.kernel_cache: FlashInfer compiles one kernel per module at a time
-per workspace). Workers are cached per (family overrides, device) and stopped at exit.
+every PUBLISH_SECONDS and when it stops, when what others published comes in too (fuzz.run.kernel_cache: FlashInfer
+compiles one kernel per module at a time per workspace). Workers are cached per (family overrides, device) and stopped
+at exit.
 
 """
 
@@ -77,7 +78,8 @@ STDERR_LINES = 20  # stderr tail quoted in a crash / hang report
 STAGES = (*PHASES, "health probe")  # where a child can be while it serves a check, published by index
 BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}  # a kernel's error raises in the call that launched it
 WORKSPACE = "FLASHINFER_WORKSPACE_BASE"  # the shared FlashInfer workspace; each child gets one of its own
-PUBLISH_SECONDS = 30.0  # how often a child's new compiled kernels are published to the shared workspace
+PUBLISH_SECONDS = 10.0  # how often a child's new compiled kernels are published to the shared workspace, and the
+# shared workspace's new ones linked into the child's
 
 # faulthandler lines that say nothing about the kernel: the spawn bootstrap frames, the extension list
 _NOISE = re.compile(r'File "(<string>|.*[/\\]multiprocessing[/\\][^"]*)"|^Extension modules:')
@@ -298,7 +300,12 @@ class Worker:
             self._workspace = None
 
     def _publish(self) -> None:
+        """What the child compiled goes to the shared workspace, and what others published there (other workers, a
+        warm-up running beside the run: fuzz.run.warming) comes into the child's, which then loads it instead of
+        compiling it again."""
         kernel_cache.publish(self._workspace, self._shared)
+        if self.alive:
+            kernel_cache.publish(self._shared, self._workspace)
         self._published = time.monotonic()
 
     def close(self) -> None:

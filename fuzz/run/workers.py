@@ -3,33 +3,71 @@
 On a GPU a worker is a pytest process and its isolated check process (fuzz.run.worker): a CUDA context, the kernels
 it loaded and an ordinary case's tensors (a case too large for that takes the per-GPU memory lock,
 fuzz.run.memory). More workers feed more kernel paths at once until the GPU, the cores or the memory lock is the
-bound; the count where distinct cases per minute peaked on a GPU kind is data (PEAK), and `auto` takes it, capped by
-the cores and the free memory of each GPU.
-On a CPU profile `auto` is pytest-xdist's own choice (the cores).
+bound; the count where distinct cases per minute peaked is measured per GPU model (an H100 of 80 GB and an H200 of
+141 GB differ: memory bounds the heavy checks), and `auto` takes it (`SWEEPS`), capped by the cores and the free
+memory of each GPU. A model no sweep measured keeps the rule used before there was one, and `auto_line` says so.
+On a CPU profile `auto` is pytest-xdist's own choice (the cores). A campaign over several installations shares one
+GPU's count among its runs (fuzz.cli.campaign).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from types import MappingProxyType
 
-# GPU name (as nvidia-smi names it, lower case, a substring) -> workers per GPU. H200: 14 is the one count measured
-# (2026-12-03: 2,984 distinct cases per minute warm, docs/h200-results-2026-12-03-speed.md); the sweep over 4, 8, 16
-# and 32 that is to replace it with the peak is docs/h200-2026-12-03b/call2.sh, not run yet (device time).
-PEAK = {"h200": 14}
-DEFAULT_PEAK = 8  # a GPU no sweep measured
+
+@dataclass(frozen=True)
+class Sweep:
+    """Workers per GPU for a GPU model: the sweep's peak (`measured`, None until a sweep ran there) and where it comes
+    from; `rule`, the count taken until then."""
+
+    measured: int | None
+    source: str
+    rule: int = 8  # DEFAULT_PEAK
+
+    @property
+    def workers(self) -> int:
+        return self.rule if self.measured is None else self.measured
+
+
+# GPU model (a substring of nvidia-smi's name, lower case) -> its sweep: 4, 8 and 16 workers with the memory lock
+# on, the seven core FlashInfer fuzz tests from a warm kernel cache (docs/gpu-2026-12-06/speed.sh, whose table it
+# prints: the count of the most distinct cases per minute of wall).
+SWEEPS = MappingProxyType(
+    {
+        "h200": Sweep(
+            None,
+            "not measured (docs/gpu-2026-12-06/speed.sh has not run on an H200); 14, the one count measured "
+            "(2026-12-03: 2,984 distinct cases per minute warm)",
+            rule=14,
+        ),
+        "h100": Sweep(None, "not measured (docs/gpu-2026-12-06/speed.sh has not run on an H100); the default 8"),
+    }
+)
+DEFAULT_PEAK = 8  # a GPU model no sweep measured
+DEFAULT = Sweep(None, "no sweep for this GPU model; the default 8", rule=DEFAULT_PEAK)
+PEAK = MappingProxyType({model: sweep.workers for model, sweep in SWEEPS.items()})  # what `auto` takes per model
 WORKER_BYTES = 4 << 30  # one worker's share of device memory: its context, loaded kernels and an ordinary case
 
 
 def auto_workers(gpus: list[tuple[str, int]], cores: int) -> int:
-    """Workers for these GPUs ((name, free bytes) each): per GPU its measured peak, no more than its free memory holds,
+    """Workers for these GPUs ((name, free bytes) each): per GPU its model's count, no more than its free memory holds,
     and no more than the cores in all."""
-    per_gpu = [max(1, min(_peak(name), free // WORKER_BYTES)) for name, free in gpus]
+    per_gpu = [max(1, min(sweep_of(name).workers, free // WORKER_BYTES)) for name, free in gpus]
     return max(1, min(sum(per_gpu), cores))
 
 
-def _peak(name: str) -> int:
+def sweep_of(name: str) -> Sweep:
     low = name.lower()
-    return next((n for key, n in PEAK.items() if key in low), DEFAULT_PEAK)
+    return next((s for key, s in SWEEPS.items() if key in low), DEFAULT)
+
+
+def auto_line(gpus: list[tuple[str, int]], cores: int) -> str:
+    """What `auto` chose and why, in one line: per GPU model its count, measured or not."""
+    models = dict.fromkeys(name for name, _ in gpus)
+    why = "; ".join(f"{name}: {sweep_of(name).workers} per GPU, {sweep_of(name).source}" for name in models)
+    return f"--gdn-workers auto: {auto_workers(gpus, cores)} workers ({why}; capped by free memory and {cores} cores)"
 
 
 def visible_gpus() -> list[tuple[str, int]]:
@@ -69,4 +107,20 @@ def resolve(value: str, device: str) -> int:
     return auto_workers(gpus, cores)
 
 
-__all__ = ["PEAK", "WORKER_BYTES", "auto_workers", "resolve", "visible_gpus"]
+def shared(total: int, runs: int) -> int:
+    """Workers each of `runs` runs sharing one GPU at once gets of `total`, the GPU's count: at least one."""
+    return max(1, total // max(runs, 1))
+
+
+__all__ = [
+    "DEFAULT_PEAK",
+    "PEAK",
+    "SWEEPS",
+    "WORKER_BYTES",
+    "Sweep",
+    "auto_line",
+    "auto_workers",
+    "resolve",
+    "shared",
+    "visible_gpus",
+]

@@ -22,6 +22,7 @@ run means something ran.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from contextlib import ExitStack
 
@@ -96,9 +97,13 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def _workers(config, value: str) -> int:
-    from fuzz.run.workers import resolve
+    """The count; for `auto` on a GPU profile, the line saying what it chose and whether a sweep measured it."""
+    from fuzz.run import workers
 
-    return resolve(value, _profile(config).device)
+    count = workers.resolve(value, _profile(config).device)
+    if value == "auto" and _profile(config).device != "cpu":
+        print(workers.auto_line(workers.visible_gpus(), os.cpu_count() or 1), file=sys.stderr)
+    return count
 
 
 def _profile(config) -> Profile:

@@ -12,6 +12,10 @@ What a round runs is its driver's, given once as a `Plan`: a fuzz test's body (f
 state machine (fuzz.suite.serving), and what the test makes of a round's new failures. The engine does the rest: it
 builds each round's settings and seed, runs Hypothesis, and sorts what the run raised into findings.
 
+Before its first round a test may check a fixed list of cases (`Plan.planned`: a fuzz test's threshold plan, cases on
+both sides of its release's dispatch thresholds), each recorded under the stage "plan", its failures shrunk outside
+Hypothesis and reported like the rounds' (`Plan.settle`), so a failure there is found in a test's first seconds.
+
 `TestRun` keeps the accounts every round reads: the time box, examples drawn and checked, first hits and hits per
 failure key, the keys reported, and the run report they go to. The time box (--gdn-test-seconds) bounds a test's wall
 time: no round starts after it, a round is sized to end by it, and past it no case or call is checked (`may_check`),
@@ -51,8 +55,9 @@ class TestRun:
     first_hits: dict = field(default_factory=dict)  # failure key -> (seconds from start, examples before)
     hits: dict = field(default_factory=dict)  # failure key -> examples that hit it
     round_failed_at: float | None = None  # when the current round first failed
+    planning: bool = False  # checking the planned cases, before the first round (the report's stage "plan")
     drawn: int = 0  # examples drawn in generation (cached or checked; not shrink steps): the examples budget
-    checked: int = 0  # of them, checked (not cached)
+    checked: int = 0  # of them, checked (not cached), and the planned cases checked before them
     seconds_checking: float = 0.0
     rounds: int = 0
     boxed: bool = False  # the time box (or the profile's bound) stopped it
@@ -172,6 +177,11 @@ class Plan:
     base: settings | None = None  # the settings each round narrows (None: the active profile's)
     shrink: bool = True  # False: no shrink phase (--gdn-no-shrink)
     explain: bool = True  # False: no explain phase
+    # Cases checked before the first round, in order (a fuzz test's threshold plan: fuzz.generate.threshold_plan), by
+    # `settle`: it checks one as the body would and makes what `found` makes of a new failure of it, shrunk outside
+    # Hypothesis (fuzz.run.reduce); the rounds return that too.
+    planned: tuple = ()
+    settle: Callable[[object], list] | None = None
 
 
 def run_rounds(test: TestRun, plan: Plan) -> list:
@@ -179,7 +189,7 @@ def run_rounds(test: TestRun, plan: Plan) -> list:
     test in its report. Returns what the plan found in the rounds' failures, in order."""
     # Hypothesis's pytest plugin gives each parametrized test its own database key the same way.
     (plan.body or plan.machine)._hypothesis_internal_add_digest = test.nodeid.encode()
-    found = []
+    found = _planned(test, plan)
     while plan.examples - test.drawn > 0 and test.running(time.monotonic()):
         drawn, base = test.drawn, plan.base or settings.default
         ran = settings(
@@ -210,6 +220,22 @@ def run_rounds(test: TestRun, plan: Plan) -> list:
         test.boxed = True  # the time, not the examples budget, ended it
     if test.report is not None:
         test.report.tests[test.nodeid] = test.summary()
+    return found
+
+
+def _planned(test: TestRun, plan: Plan) -> list:
+    """The planned phase: each planned case in order, while the time box lasts, settled under the stage "plan" (its
+    checks count as the test's, so a failure's first hit there is its first seconds and examples); what the settling
+    found. It draws nothing: the rounds after it draw what they would without it."""
+    found = []
+    for case in plan.planned:
+        if not test.running(time.monotonic()):
+            break
+        test.planning = True
+        try:
+            found += plan.settle(case)
+        finally:
+            test.planning, test.round_failed_at = False, None
     return found
 
 

@@ -4,9 +4,9 @@ A fuzz test is a Hypothesis test (`fuzz_test`) run in rounds (`FuzzSession.run_t
 (fuzz.suite.rounds): each round is one Hypothesis run of the test body with its own seed, sized to the examples and
 seconds left, raising only failures whose key no earlier round reported, so each distinct failure is shrunk on its
 own. Control runs one way: the plugin's pytest_pyfunc_call -> `FuzzSession.run_test`, which hands the engine a
-`Plan` (the body, its seed, what a round's new failures become: `_reported`) -> `run_rounds`, which runs each round
--> the body: draw a Case, `example` (cached, time-boxed) -> `check` (fuzz.run.harness, or an isolated worker) ->
-CheckResult.
+`Plan` (the body, its seed, what a round's new failures become: `_reported`; the threshold plan's cases and how one is
+settled: `_settle`) -> `run_rounds`, which settles each planned case, then runs each round -> the body: draw a Case,
+`example` (cached, time-boxed) -> `check` (fuzz.run.harness, or an isolated worker) -> CheckResult.
 
 Past the time box (--gdn-test-seconds) a case not checked before is not checked (Hypothesis finishes the round on
 draws alone). Results are cached per case, so a case Hypothesis replays (its final replay of a shrunk failure, or a
@@ -24,7 +24,9 @@ Under HypoFuzz, or called directly, the same test body runs without rounds or ti
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -38,8 +40,10 @@ from hypothesis.errors import InvalidArgument
 
 from fuzz.generate.profiles import Budget, sized
 from fuzz.generate.strategies import cases, large_buckets
+from fuzz.generate.threshold_plan import threshold_cases
 from fuzz.model.case import Case
 from fuzz.model.known_bugs import masked_reason
+from fuzz.run import warming
 from fuzz.run.events import EventLog
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.harness import check
@@ -70,6 +74,7 @@ class FuzzSession:
         self.workers = WorkerPool()  # --gdn-isolate: the worker processes its checks run in
         self._cache: OrderedDict = OrderedDict()
         self._test: TestRun | None = None
+        self._drawing: tuple = (None, self.budget)  # ((test, round), the budget its cases are drawn in)
 
     # ---- targets -------------------------------------------------------------------------------------------------
     def reason_unavailable(self, target: Target) -> str | None:
@@ -114,12 +119,26 @@ class FuzzSession:
             self.report.large_left_out(target.name, op, why)
         return None if fits else why
 
+    def draw_budget(self, target: Target, op: str) -> Budget:
+        """The budget the current round draws its cases in: the run's, narrowed to the planned buckets a warm-up
+        running beside the run had compiled when the round began (fuzz.run.warming), so a run from an empty kernel
+        cache fuzzes what is compiled while the rest compiles; the run's own where no warm-up runs."""
+        test, cache = self._test, self.options.kernel_cache
+        if test is None or not self.budget.plan_size or cache is None:
+            return self.budget
+        if self._drawing[0] != (test.nodeid, test.rounds):
+            ready = warming.compiled(cache.directories.values(), self.profile, self.options.masks, target.name, op)
+            narrowed = self.budget if ready is None else dataclasses.replace(self.budget, compiled=ready)
+            self._drawing = ((test.nodeid, test.rounds), narrowed)
+        return self._drawing[1]
+
     # ---- one example ---------------------------------------------------------------------------------------------
     def example(self, target: Target, op: str, case: Case) -> CheckResult | None:
         """The test body's check: a cached result, a new one, or None when the time box says not to check. Without
         rounds (HypoFuzz, a direct call) every case is checked: HypoFuzz reads coverage from the checks."""
         test = self._test
-        if test is not None and not test.round_failed_at and not _is_final():
+        stage = _stage(test)
+        if stage == "generate" and test is not None:
             test.drawn += 1
         key = (target.name, repr(case))
         if test is not None and key in self._cache:
@@ -133,10 +152,9 @@ class FuzzSession:
         self._cache[key] = result
         if len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
-        stage = "final" if _is_final() else "shrink" if test and test.round_failed_at else "generate"
         self.report.record(test.nodeid if test else target.name, op, result, seconds, stage)
         if test is not None:
-            if stage == "generate":
+            if stage in ("generate", "plan"):
                 test.checked += 1
                 test.seconds_checking += seconds
             if result.failure is not None:
@@ -170,6 +188,9 @@ class FuzzSession:
         failures."""
         if self.options.isolate:  # the worker's start (interpreter, torch, CUDA) is not the test's time
             self.workers.worker_for(self.budget.device, self.options.timeout).ensure_started()
+        # the threshold plan reads the release, which may import the library: not the test's time either
+        planned = () if test_fn.gdn.large else threshold_cases(target, op, self.budget, self.bugs(target))
+        planned = shard_share(planned, nodeid, self.options.shards)
         options = self.options
         test = self._test = TestRun.start(
             nodeid, target, op, options.test_seconds, options.shrink_seconds, options.bound_seconds, report=self.report
@@ -186,6 +207,8 @@ class FuzzSession:
                     seed=self.first_seed(nodeid),
                     shrink=options.shrink,
                     found=lambda failures, _: [self._reported(test, failure) for failure in failures],
+                    planned=planned,
+                    settle=lambda case: self._settle(test, case),
                 ),
             )
         finally:
@@ -207,6 +230,19 @@ class FuzzSession:
         self.report.add_failure(record)
         return record
 
+    def _settle(self, test: TestRun, case: Case) -> list[FailureRecord]:
+        """One case of the test's threshold plan: checked as the body checks a drawn one (cached, recorded as the stage
+        "plan"); a failure whose key the test has not reported is reduced from it (fuzz.run.reduce, as a resumed shrink
+        is) and reported. Returns what it reported."""
+        result = self.example(test.target, test.op, case)
+        if result is not None and result.unavailable:
+            raise UnsupportedHere(self.unsupported_here(test.target, result.unavailable))  # a SkipTest, as the body's
+        failure = None if result is None else result.failure
+        if failure is None or failure.key in test.reported:
+            return []
+        self._finish_shrink(test, failure.key, case, "a case of the threshold plan", inside=True)
+        return [test.reported[failure.key]] if failure.key in test.reported else []
+
     def _resume(self, test: TestRun) -> None:
         """Finish the shrinks an earlier run cut off (--gdn-resume), before the rounds: each failure it logged on this
         test's target and operation and did not report minimal. Their checks are a round's shrink steps
@@ -214,14 +250,20 @@ class FuzzSession:
         if self.options.resume is None:
             return
         for key, logged in resumable(self.options.resume, test.target.name, test.op).items():
-            self._finish_shrink(test, key, logged)
+            self._finish_shrink(test, key, logged, "an earlier run's cut-off shrink")
         test.round_failed_at = None
 
-    def _finish_shrink(self, test: TestRun, key: FailureKey, logged: Case) -> None:
-        """Reduce a logged failure with this session's check, for at most --gdn-shrink-seconds, and report it; the
-        failure key must stay the same. A logged case that no longer fails so is left to the rounds."""
+    def _finish_shrink(self, test: TestRun, key: FailureKey, logged: Case, origin: str, inside: bool = False) -> None:
+        """Reduce a failure found outside Hypothesis (`origin` says where) with this session's check, for at most
+        --gdn-shrink-seconds, and report it; the failure key must stay the same, and with `inside` (a kernel target's
+        threshold plan) each step inside what the target declares. A case that no longer fails so is left to the
+        rounds."""
+
+        sup = test.target.declared(self.bugs(test.target)) if inside else None
 
         def failure_of(case: Case) -> Failure | None:
+            if sup is not None and not sup.admits(case):  # the target's refusal of it would be no finding
+                return None
             result = self.example(test.target, test.op, case)
             failure = None if result is None else result.failure
             return failure if failure is not None and failure.key == key else None
@@ -237,7 +279,7 @@ class FuzzSession:
         self._reported(
             test,
             failure_of(smallest).with_notes(
-                f"shrunk by fuzz.run.reduce from {logged!r} (an earlier run's cut-off shrink): {checks} checks"
+                f"shrunk by fuzz.run.reduce from {logged!r} ({origin}): {checks} checks"
                 + ("" if finished else ", cut off by --gdn-shrink-seconds")
             ),
         )
@@ -275,6 +317,23 @@ def _origin(target: Target, device: str) -> str:
     return f"{origin}; {where}" if where else origin
 
 
+def shard_share(planned: tuple, nodeid: str, shards: int) -> tuple:
+    """A shard's part of its test's threshold plan (--gdn-shards: the plugin names shard k `TARGET-shardK`): every
+    shards-th case from its own index, so the shards of a test split the plan instead of each checking all of it."""
+    found = re.search(r"-shard(\d+)\]", nodeid) if shards > 1 else None
+    return planned[int(found.group(1)) :: shards] if found else planned
+
+
+def _stage(test: TestRun | None) -> str:
+    """The stage of the example being checked: Hypothesis's final replay, a shrink step (a round failed: its shrink,
+    or a reduction outside Hypothesis), a planned case, else generation."""
+    if _is_final():
+        return "final"
+    if test is not None and test.round_failed_at:
+        return "shrink"
+    return "plan" if test is not None and test.planning else "generate"
+
+
 def _is_final() -> bool:
     try:
         return current_build_context().is_final
@@ -290,7 +349,7 @@ def fuzz_test(op: str, large: bool = False):
 
     def test(target: Target, gdn_session: FuzzSession, data) -> None:
         session = gdn_session
-        case = data.draw(cases(target, op, session.budget, session.bugs(target), large), label="case")
+        case = data.draw(cases(target, op, session.draw_budget(target, op), session.bugs(target), large), label="case")
         result = session.example(target, op, case)
         if result is None:  # past the time box: drawn, not checked
             return

@@ -301,6 +301,49 @@ def test_a_k_among_the_pytest_arguments_narrows_the_family_instead_of_replacing_
     assert selected("fla-", ["--gdn-isolate"]) == ("(fla-)", ["--gdn-isolate"])
 
 
+def test_the_runs_of_one_campaign_take_heavy_memory_from_one_slot_pool(tmp_path, monkeypatch):
+    """Two installations whose environments name different temporary directories: each run finds the GPU's memory
+    slots where the campaign's others do (fuzz.run.memory.MEMORY_DIR, set once for all its runs), and a slot one
+    process holds is taken for every run; `auto` workers are split among the runs."""
+    from fuzz.run import installation, memory
+
+    probe = (
+        "import fcntl, os, tempfile; from fuzz.run import memory; p = memory.lock_path('cpu'); "
+        "fd = os.open(p, os.O_RDWR | os.O_CREAT)\n"
+        "try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); held = 'free'\n"
+        "except BlockingIOError: held = 'busy'\n"
+        "print(tempfile.gettempdir(), p, held)"
+    )
+
+    class Own(installation.Installation):  # its python, its own temporary directory; the probe instead of pytest
+        def pytest(self, cmd, log):
+            return self.start(["-c", probe], log)
+
+    wheres = []
+    for label in ("a", "b"):
+        (tmp_path / f"tmp-{label}").mkdir()
+        wheres.append(Own(label, "", env={"TMPDIR": str(tmp_path / f"tmp-{label}")}))
+    out = tmp_path / "out"
+    out.mkdir()
+    args = SimpleNamespace(
+        profile="ci", masks="none", test_seconds=5, shrink_seconds=1, workers="auto", db_per_run=False, timeout=60,
+        pytest=[], resume=None, out=out, families=["fla-"], warm=False, warm_jobs=4,
+    )  # fmt: skip
+    monkeypatch.delenv(memory.MEMORY_DIR, raising=False)
+    campaign.run_all(args, wheres)
+    assert os.environ[memory.MEMORY_DIR]  # set once, for every run
+    seen = [(out / f"{label}-fla.log").read_text().split() for label in ("a", "b")]
+    assert seen[0][0] != seen[1][0] and seen[0][1] == seen[1][1] == str(memory.lock_path("cpu")), seen
+    with memory.device_lock("cpu"):  # held here: busy for both runs
+        campaign.run_all(args, wheres)
+    assert [(out / f"{label}-fla.log").read_text().split()[2] for label in ("a", "b")] == ["busy", "busy"]
+    cores = os.cpu_count() or 1
+    assert campaign.worker_args("auto", 2, "ci") == ([f"-n{cores // 2}"] if cores >= 4 else [])
+    assert campaign.worker_args("auto", 1, "ci") == ["--gdn-workers=auto"] and campaign.worker_args("3", 2, "ci") == [
+        "-n3"
+    ]
+
+
 def test_a_failure_on_a_contract_edge_is_tabled_as_one_not_as_a_bug():
     """CONTRACT EDGE in the triage column with the edge's contract text, its own row in the by-bug table and a count
     apart (fuzz.model.engines.EDGES); a run without edges tables as before (tests/cli/test_pinned_outputs.py)."""

@@ -152,6 +152,48 @@ def test_an_output_the_kernel_rounds_to_bf16_into_an_fp16_buffer_is_judged_at_bf
     assert tolerance("output", "bf16").bound(0.000812, 0.281, 1) >= 0.00195
 
 
+def test_a_comparison_block_by_block_gives_what_one_over_the_whole_gives(monkeypatch):
+    """fuzz.judge.errors.measure takes a judged buffer a few rows at a time: the same largest errors, scale, first
+    largest error and first non-finite element as over the whole buffer at once."""
+    from fuzz.judge import errors
+
+    gen = torch.Generator().manual_seed(3)
+    exact = torch.randn(9, 3, 4, generator=gen, dtype=torch.float64) * 100
+    model = exact + torch.randn(9, 3, 4, generator=gen, dtype=torch.float64) * 1e-3
+    got = (exact + torch.randn(9, 3, 4, generator=gen, dtype=torch.float64) * 1e-2).to(torch.bfloat16)
+    for at in ((2, 1, 1), (7, 0, 3)):  # two equal largest errors: the first is reported
+        exact[at], model[at], got[at] = 0.0, 0.0, 1e4
+    exact[5, 2, 0] = float("inf")  # not judged
+    whole = errors.measure(got, exact, model)
+    for chunk in (1, 12, 25, 108):  # a row, a row exactly, rows and a part, all
+        monkeypatch.setattr(errors, "CHUNK", chunk)
+        assert errors.measure(got, exact, model) == whole
+    assert whole.nonfinite is None and whole.worst_at == (2, 1, 1)
+    got[4, 0, 0], got[8, 2, 2] = float("nan"), float("inf")
+    assert errors.measure(got, exact, model).nonfinite == (4, 0, 0)
+    monkeypatch.setattr(errors, "CHUNK", 12)
+    assert errors.measure(got, exact, model).nonfinite == (4, 0, 0)
+
+
+def test_values_are_the_integer_hash_of_their_index():
+    """fuzz.model.values computes its hash in place: the same bits as the formula it implements, below and past 2^32
+    elements (a large pool's filler)."""
+    from fuzz.model.values import Values
+
+    m32, mul = 0xFFFFFFFF, 0x45D9F3B
+
+    def mix(x):
+        x = ((x >> 16) ^ x) * mul & m32
+        x = ((x >> 16) ^ x) * mul & m32
+        return (x >> 16) ^ x
+
+    for start in (0, 2**32 - 5):
+        index = torch.arange(start, start + 10, dtype=torch.int64)
+        key = mix(mix((9 ^ (3 * 0x9E3779B9)) & m32) ^ 3)
+        want = mix((index & m32) ^ key ^ ((index >> 32) * mul & m32))
+        assert torch.equal(Values(9, "cpu").bits(10, start, stream=3), want)
+
+
 # --- the engines' padding contract ("discard"), scratch slots and the edges' cases -----------------------------------
 SGLANG = Semantics(pad=reference.PadContract("negative", "discard", "skip"), scratch_slots=(0,))
 VLLM = Semantics(pad=reference.PadContract("zero", "discard", "skip"))

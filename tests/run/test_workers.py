@@ -23,3 +23,20 @@ def test_a_count_is_taken_as_given_and_anything_else_is_one_line():
     for bad in ("0", "-2", "many"):
         with pytest.raises(ValueError, match=f"--gdn-workers={bad}: expected a positive count or 'auto'"):
             workers.resolve(bad, "cuda")
+
+
+def test_each_gpu_model_has_its_row_and_auto_says_whether_a_sweep_measured_it():
+    h100, h200 = ("NVIDIA H100 80GB HBM3", 79 << 30), ("NVIDIA H200", 140 << 30)
+    assert workers.sweep_of(h100[0]) is workers.SWEEPS["h100"] and workers.sweep_of(h200[0]) is workers.SWEEPS["h200"]
+    for model, sweep in workers.SWEEPS.items():
+        if sweep.measured is None:  # until the sweep runs there, auto keeps the rule it had, and says so
+            assert "not measured" in sweep.source and workers.PEAK[model] == sweep.rule
+        else:
+            assert workers.PEAK[model] == sweep.measured
+    line = workers.auto_line([h200], cores=64)
+    assert line.startswith(f"--gdn-workers auto: {workers.PEAK['h200']} workers") and "NVIDIA H200" in line
+    assert workers.SWEEPS["h200"].source in line
+
+
+def test_runs_sharing_a_gpu_split_its_count():
+    assert workers.shared(14, 1) == 14 and workers.shared(14, 3) == 4 and workers.shared(2, 3) == 1
