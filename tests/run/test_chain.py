@@ -105,7 +105,7 @@ def test_the_ci_profile_finds_each_commit_mutant_and_shrinks_it(mutant):
     target = BY_NAME["sglang-glue-triton"]
     with overridden({"sglang-glue": f"tests.mutants:{mutant}"}):
         test = ServingTest.start(f"test_chain[{target.name}]", target, box=60, shrink_seconds=60, op=OP)
-        found = run_chains(target, test, CI_CHAINS, CI, seed_=0)
+        found = run_chains(target, test, CI_CHAINS, CI, seed_=0, base=settings(deadline=None, database=None))
     assert found, f"{mutant}: no failure in {test.drawn} chains"
     committed = [(f, c) for f, c in found if f.cause.startswith("after the commit: ")]  # a wrong state, or NaN
     assert committed, [f.message for f, _ in found]
