@@ -65,6 +65,8 @@ def main(argv: list[str]) -> int:
         target = next((t for t in TARGETS if t.name == args.target), None)
         if target is None:
             p.error(f"unknown target {args.target}; expected one of {', '.join(t.name for t in TARGETS)}")
+        if why := engine.missing_sanitizer():
+            p.refuse(why)
         todo = [Case.parse(c) for c in args.coordinates] + (
             sample(target, args.op, args.profile, args.sample) if args.sample else []
         )

@@ -79,6 +79,20 @@ USAGE_ERRORS = {
     "zero timeout": (["--gdn-timeout=0"], "--gdn-timeout=0"),
     "report in a missing directory": (["--gdn-report=/nonexistent/r.json"], "no directory /nonexistent"),
     "corpus that does not exist": (["--gdn-corpus=/nonexistent"], "/nonexistent: no such corpus directory"),
+    # paths checked before the first test: each used to fail at its first write, as a traceback
+    "report that is a directory": ([f"--gdn-report={ROOT}"], f"--gdn-report={ROOT}: a directory; give a file name"),
+    "live log that is a directory": ([f"--gdn-live-log={ROOT}"], f"--gdn-live-log={ROOT}: a directory"),
+    "events file that is a directory": ([f"--gdn-events={ROOT}"], f"--gdn-events={ROOT}: a directory"),
+    "report under a file": ([f"--gdn-report={ROOT}/README.md/r.json"], f"no directory {ROOT}/README.md to write"),
+    "corpus out that is a file": (  # after 146 s of fuzzing, a FileExistsError hid the failure it found
+        [f"--gdn-corpus-out={ROOT}/README.md"],
+        f"--gdn-corpus-out={ROOT}/README.md: a file, not a directory",
+    ),
+    "corpus out under a file": (
+        [f"--gdn-corpus-out={ROOT}/README.md/new"],
+        f"cannot be made: {ROOT}/README.md is a file, not a directory",
+    ),
+    "example database that is a file": ([f"--gdn-db={ROOT}/README.md"], f"--gdn-db={ROOT}/README.md: a file"),
 }
 
 
@@ -95,6 +109,13 @@ def test_gpu_profile_without_cuda_is_one_line():
     proc = pytest_run("fuzz/", "--hypothesis-profile=h200", env={"CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 4
     assert "runs on a CUDA GPU" in one_line(proc)
+
+
+def test_sanitize_without_compute_sanitizer_stops_the_run_before_the_first_test():
+    """It used to pass unnoticed until the first crash, whose replay then raised FileNotFoundError."""
+    proc = pytest_run("fuzz/", "--hypothesis-profile=ci", "--gdn-sanitize", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--gdn-sanitize: needs compute-sanitizer (the CUDA toolkit's) on PATH" in one_line(proc)
 
 
 @pytest.mark.parametrize(
