@@ -273,7 +273,7 @@ class _Requests:
     def of(read_slots: torch.Tensor, pad: PadContract, dev: torch.device) -> _Requests:
         read = _index(read_slots, dev)
         padded = pad.is_pad(read)
-        skip = padded if pad.read in ("skip_zero", "skip_untouched") else torch.zeros_like(padded)
+        skip = padded if pad.read in ("skip_zero", "skip_untouched", "discard") else torch.zeros_like(padded)
         reads = torch.ones_like(padded) if pad.read == "slot0" else ~padded
         return _Requests(read, padded, skip, reads, torch.where(padded, 0, read))
 
@@ -358,8 +358,9 @@ def _loop(S, qh, kh, vh, g, beta, schedule, precision, store_dtype, keep, to_vk)
 
 
 def _output(out, skip, lens, pad, precision, output) -> torch.Tensor:
-    """The output rows of skipped requests: zeros, or what the caller's buffer held; then the output's rounding."""
-    if pad.read in ("skip_zero", "skip_untouched"):
+    """The output rows of skipped requests: zeros, or what the caller's buffer held (discard too: its rows are
+    undefined, and reference.ops keeps the caller's there); then the output's rounding."""
+    if pad.read in ("skip_zero", "skip_untouched", "discard"):
         owner = torch.repeat_interleave(torch.arange(len(lens), device=out.device), lens, output_size=out.shape[0])
         kept = 0.0 if pad.read == "skip_zero" or output is None else output.to(device=out.device, dtype=out.dtype)
         out = torch.where(skip[owner][:, None, None], kept, out)

@@ -11,7 +11,7 @@ from typing import Literal
 
 import torch
 
-ReadPad = Literal["skip_zero", "skip_untouched", "slot0", "zero_state"]
+ReadPad = Literal["skip_zero", "skip_untouched", "slot0", "zero_state", "discard"]
 WritePad = Literal["skip", "slot0"]
 
 
@@ -26,7 +26,11 @@ class PadContract:
               skip_untouched -- skip: no state read or write, output row left as the caller had it;
               slot0          -- redirect: read (and write back) slot 0, output computed from it;
               zero_state     -- compute from a zero state, output defined; no write-back in one pool, the
-                                write slot decides with split pools (FlashInfer prefill).
+                                write slot decides with split pools (FlashInfer prefill);
+              discard        -- a serving engine's padded row (fuzz.model.engines): no state read or write of a
+                                live slot; its output rows and its intermediate-buffer rows are undefined (the
+                                engine discards them; never committed), so they are not judged, but a write outside
+                                the buffers still is.
     write:    a padded *write* slot (split read/write pools) is skipped or redirected to slot 0.
     """
 

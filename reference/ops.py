@@ -245,7 +245,8 @@ def _serve(
         tokens = slice(cu[n], cu[n + 1])
         read = int(read_slots[n])
         S0 = _initial_state(pool, read, pad, to_vk, c, (HV, V, K))
-        if S0 is None:  # the contract skips the request: no state read or written, its output zeroed or kept
+        if S0 is None:  # the contract skips the request: no state read or written, its output zeroed or kept (kept:
+            # skip_untouched, and discard, whose rows are undefined: the caller's output stands in for them)
             if pad.read == "skip_zero":
                 out[tokens] = 0
             continue
@@ -288,7 +289,7 @@ def _initial_state(pool, read, pad, to_vk, c, state_shape):
         return to_vk(pool[0]).to(c)
     if pad.read == "zero_state":
         return torch.zeros(state_shape, dtype=c, device=pool.device)
-    return None  # skip_zero, skip_untouched
+    return None  # skip_zero, skip_untouched, discard
 
 
 def _write_slot(pad, read, write):

@@ -15,7 +15,8 @@
 #     gpu_env.sh  device side: `. .gpu/gpu_env.sh` (unpacks once to /tmp/site, sets PYTHONPATH);
 #                 kept if present, else copied from shared/gpu.
 #
-#   SGL=0.5.23 bash scripts/pack_gpu_deps.sh .sgl: SGLang's kernel files (see below)
+#   SGL=0.5.23 bash scripts/pack_gpu_deps.sh .sgl: SGLang's GDN glue + Triton kernels, import closure (see below)
+#   VLLM=0.34.0 bash scripts/pack_gpu_deps.sh .vllm: vLLM's flash_linear_attention/ops kernel files (see below)
 #
 #   FI_OVERLAY=0.7.2.post1 bash scripts/pack_gpu_deps.sh .gpu-fi072
 #     flashinfer<ver>.tar.xz  only the pruned flashinfer package of that release + its
@@ -283,17 +284,125 @@ EOF
 # tag_of VERSION: 0.6.10 -> fi0610, 0.6.16.post4 -> fi0616p4, 0.7.2.post1 -> fi072p1
 tag_of() { echo "fi$(echo "$1" | sed 's/\.post/p/; s/\.//g')"; }
 
-# ---------------------------------------------------------------- SGLang kernel files
-# SGL=0.5.23 bash scripts/pack_gpu_deps.sh .sgl  ->  .sgl/sglang0523.tar.xz (~140 KB): the wheel's fla/ and linear/
-# attention packages and its METADATA, all that fuzz/targets/sglang_loader.py loads (the wheel is 39 MB). Device side:
-# `mkdir -p /tmp/sgl && tar -xJf .sgl/sglang0523.tar.xz -C /tmp/sgl` and /tmp/sgl on PYTHONPATH.
+# ---------------------------------------------------------------- serving-engine kernel files (pure Python)
+# pack_py_tree NAME VERSION SRC OUT.tar.xz FILE...: FILE... (paths relative to SRC) plus an empty stub __init__.py for every
+# package directory on their way that the list lacks, plus a minimal NAME-VERSION.dist-info/METADATA (what
+# importlib.metadata.version reads), as one xz -9e archive.
+pack_py_tree() {
+  local name="$1" ver="$2" src="$3" out="$4" t="$STAGE/tree-$1" f d
+  shift 4
+  rm -rf "$t" && mkdir -p "$t"
+  (cd "$src" && printf '%s\n' "$@" | sort -u | tar -cf - -T -) | tar -xf - -C "$t"
+  for f in "$@"; do
+    d="$(dirname "$f")"
+    while [ "$d" != . ]; do
+      [ -f "$t/$d/__init__.py" ] || printf '# %s %s device bundle: stub (the real __init__ imports the serving stack)\n' \
+        "$name" "$ver" > "$t/$d/__init__.py"
+      d="$(dirname "$d")"
+    done
+  done
+  mkdir -p "$t/$name-$ver.dist-info"
+  printf 'Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: gdn-fuzz device bundle: %s kernel files only\n' \
+    "$name" "$ver" "$name" > "$t/$name-$ver.dist-info/METADATA"
+  printf 'gdn-fuzz\n' > "$t/$name-$ver.dist-info/INSTALLER"
+  (cd "$t" && find . -type f | LC_ALL=C sort | tar -cf - --no-recursion -T -) | xz -T1 -9e > "$out"
+  echo "$name $ver: $(find "$t" -name '*.py' | wc -l) .py files, $(du -sb "$t" | cut -f1) B raw -> $(stat -c %s "$out") B $out"
+}
+
+# write_py_use_sh OUTDIR TAR VAR VERSION: OUTDIR/use.sh unpacks TAR once per warm machine into /tmp/<tar name without
+# .tar.xz>, puts it first on PYTHONPATH and exports GDN_<VAR>_SITE and GDN_<VAR>_VERSION
+write_py_use_sh() {
+  local dir="/tmp/${2%.tar.xz}"
+  sed "s#@OUTDIR@#$1#g; s#@TAR@#$2#g; s#@VAR@#$3#g; s#@VER@#$4#g; s#@DIR@#$dir#g" > "$1/use.sh" <<'EOF'
+# Device side, from the repository root (carry: ["@OUTDIR@"]):  `. @OUTDIR@/use.sh`  (needs nothing else first)
+# Unpacks @TAR@ once per warm machine into @DIR@ (redone when the archive changes) and exports
+#   GDN_@VAR@_SITE=@DIR@   (holds the pruned package and its dist-info; first on PYTHONPATH, so that
+#                           importlib.util.find_spec and importlib.metadata.version find it)
+#   GDN_@VAR@_VERSION=@VER@
+_O=${GDN_@VAR@_BUNDLE_DIR:-@OUTDIR@}; _U=@DIR@
+if [ ! -f $_O/@TAR@ ]; then
+  echo "use.sh: $_O/@TAR@ missing (carry @OUTDIR@)" >&2
+else
+  _m=$_U/.@TAR@.$(stat -c %s $_O/@TAR@).ok
+  if [ ! -f $_m ]; then rm -rf $_U && mkdir -p $_U && tar -xJf $_O/@TAR@ -C $_U && touch $_m; fi
+  export GDN_@VAR@_SITE=$_U GDN_@VAR@_VERSION=@VER@
+  case ":${PYTHONPATH:-}:" in *":$_U:"*) ;; *) export PYTHONPATH=$_U${PYTHONPATH:+:$PYTHONPATH} ;; esac
+  echo "use.sh: GDN_@VAR@_SITE=$_U ($(find $_U -name '*.py' | wc -l) .py files, version @VER@)"
+fi
+EOF
+}
+
+# SGL=0.5.23 bash scripts/pack_gpu_deps.sh .sgl  ->  .sgl/sglang-0.5.23.tar.xz (~60 KB) + .sgl/use.sh
+#   The static import closure (scripts/py_closure.py: module-level imports, guarded ones included, TYPE_CHECKING
+#   skipped) of SGLang's GDN glue (srt/layers/attention/linear/kernels/{gdn_flashinfer,gdn_triton,kernel_backend}),
+#   its Triton kernels (kernels/ops/attention/{fla,linear}: chunk, fused_recurrent, l2norm, fused_sigmoid_gating_
+#   recurrent, fused_recurrent_linear_replayssm, fused_gdn_gating) and the MTP commit kernel (kernels/ops/mamba/
+#   mamba_state_scatter_triton). Not packed, stubbed by the loader instead: sglang.srt.utils (+ .common),
+#   sglang.srt.runtime_context, sglang.kernels.jit.utils, and every package __init__ (packed as empty stubs).
+#   The script stops when the closure names an SGLang module that does not exist.
+#   SGL_EXTRA=1: also every top-level .py of fla/ and linear/ (not followed; ~+30 KB).
+#   Source: SGL_SITE=<site-packages holding sglang==$SGL> (e.g. the project's .venv), else the wheel (39 MB, pip).
+#   Device side: `. .sgl/use.sh` -> GDN_SGLANG_SITE=/tmp/sglang-$SGL on PYTHONPATH, GDN_SGLANG_VERSION.
+SGL_STARTS=(
+  sglang.srt.layers.attention.linear.kernels.gdn_flashinfer
+  sglang.srt.layers.attention.linear.kernels.gdn_triton
+  sglang.srt.layers.attention.linear.kernels.kernel_backend
+  sglang.kernels.ops.attention.fla.chunk
+  sglang.kernels.ops.attention.fla.l2norm
+  sglang.kernels.ops.attention.fla.fused_recurrent
+  sglang.kernels.ops.attention.linear.fused_sigmoid_gating_recurrent
+  sglang.kernels.ops.attention.linear.fused_recurrent_linear_replayssm
+  sglang.kernels.ops.attention.linear.fused_gdn_gating
+  sglang.kernels.ops.mamba.mamba_state_scatter_triton
+)
+SGL_STUBS=(sglang.srt.utils sglang.srt.runtime_context sglang.kernels.jit.utils)
 if [ -n "${SGL:-}" ]; then
-  python3 -m pip download -q --no-deps -d "$WHEELDIR" "sglang==$SGL"
-  unzip -qo "$(whl "sglang-${SGL}-*.whl")" 'sglang/__init__.py' 'sglang/kernels/ops/attention/__init__.py' \
-    'sglang/kernels/ops/attention/fla/*' 'sglang/kernels/ops/attention/linear/*' \
-    "sglang-${SGL}.dist-info/METADATA" -d "$STAGE/sgl"
-  tar -C "$STAGE/sgl" -cJf "$OUTDIR/sglang$(echo "$SGL" | tr -d .).tar.xz" .
-  ls -l "$OUTDIR"
+  if [ -n "${SGL_SITE:-}" ]; then
+    SRC="$SGL_SITE"
+    have="$(sed -n 's/^Version: //p' "$SRC/sglang-$SGL.dist-info/METADATA" 2>/dev/null || true)"
+    [ "$have" = "$SGL" ] || { echo "SGL_SITE=$SRC does not hold sglang $SGL (found '${have}')" >&2; exit 1; }
+  else
+    [ -n "$(ls "$WHEELDIR"/sglang-"$SGL"-*.whl 2>/dev/null)" ] || python3 -m pip download -q --no-deps -d "$WHEELDIR" "sglang==$SGL"
+    SRC="$STAGE/sgl-src"; unzip -qo "$(whl "sglang-${SGL}-*.whl")" 'sglang/*.py' -d "$SRC"
+  fi
+  python3 "$HERE/py_closure.py" "$SRC" "${SGL_STARTS[@]}" --stub "${SGL_STUBS[@]}" \
+    2>"$STAGE/sgl.err" | awk '{print $2}' > "$STAGE/sgl.list"
+  if grep MISSING "$STAGE/sgl.err"; then echo "sglang $SGL: the closure names missing modules (above)" >&2; exit 1; fi
+  grep -E '^(STUB|LAZY)' "$STAGE/sgl.err" || true
+  echo "sglang $SGL closure: $(tail -1 "$STAGE/sgl.err"); third-party: $(sed -n 's/^EXTERNAL \([^ ]*\).*/\1/p' "$STAGE/sgl.err" | tr '\n' ' ')"
+  [ "${SGL_EXTRA:-0}" = 1 ] && (cd "$SRC" && ls sglang/kernels/ops/attention/fla/*.py sglang/kernels/ops/attention/linear/*.py) >> "$STAGE/sgl.list"
+  TAR="sglang-$SGL.tar.xz"
+  # mapfile: the list, one path a line
+  mapfile -t FILES < <(sort -u "$STAGE/sgl.list")
+  pack_py_tree sglang "$SGL" "$SRC" "$OUTDIR/$TAR" "${FILES[@]}"
+  write_py_use_sh "$OUTDIR" "$TAR" SGLANG "$SGL"
+  ls -l "$OUTDIR"; du -cb "$OUTDIR"/* | tail -1
+  exit 0
+fi
+
+# VLLM=0.34.0 bash scripts/pack_gpu_deps.sh .vllm  ->  .vllm/vllm-0.34.0.tar.xz (~45 KB) + .vllm/use.sh
+#   vllm/third_party/flash_linear_attention/ops/*.py (the spec-decode GDN Triton kernels, ops/__init__ included) and
+#   the two real (empty / comment-only) __init__s above it; vllm/__init__.py is an empty stub. The modules they import
+#   from vLLM itself are NOT packed (the loader stubs them; docs: shared/research/serving-glue.md §3.4): printed as STUB.
+#   Source: the wheel (239 MB) from WHEELDIR or VLLM_WHEEL=<path>, else pip download.
+#   Device side: `. .vllm/use.sh` -> GDN_VLLM_SITE=/tmp/vllm-$VLLM on PYTHONPATH, GDN_VLLM_VERSION.
+if [ -n "${VLLM:-}" ]; then
+  W="${VLLM_WHEEL:-}"
+  if [ -z "$W" ]; then
+    [ -n "$(ls "$WHEELDIR"/vllm-"$VLLM"-*.whl 2>/dev/null)" ] || python3 -m pip download -q --no-deps -d "$WHEELDIR" "vllm==$VLLM"
+    W="$(whl "vllm-${VLLM}-*.whl")"
+  fi
+  SRC="$STAGE/vllm-src"; FLA=vllm/third_party/flash_linear_attention
+  unzip -qo "$W" "$FLA/*.py" 'vllm/third_party/__init__.py' -d "$SRC"
+  mapfile -t FILES < <(cd "$SRC" && ls vllm/third_party/__init__.py $FLA/__init__.py $FLA/ops/*.py)
+  python3 "$HERE/py_closure.py" "$SRC" $(printf '%s\n' "${FILES[@]}" | grep /ops/ | sed 's#/#.#g; s#\.py$##; s#\.__init__$##') \
+    --stub vllm.triton_utils vllm.platforms vllm.utils vllm.model_executor 2>"$STAGE/vllm.err" >/dev/null
+  if grep MISSING "$STAGE/vllm.err"; then echo "vllm $VLLM: ops/ imports vLLM modules that are neither packed nor stubbed (above)" >&2; exit 1; fi
+  grep -E '^STUB' "$STAGE/vllm.err" || true
+  TAR="vllm-$VLLM.tar.xz"
+  pack_py_tree vllm "$VLLM" "$SRC" "$OUTDIR/$TAR" "${FILES[@]}"
+  write_py_use_sh "$OUTDIR" "$TAR" VLLM "$VLLM"
+  ls -l "$OUTDIR"; du -cb "$OUTDIR"/* | tail -1
   exit 0
 fi
 

@@ -1,7 +1,7 @@
 """The campaign's tables: per installation, every distinct failure (kind, target and operation, minimal coordinate,
 time to first hit, hits) with its triage against the known-bug records (fuzz.targets.triage: the records that
-explain it, or NEW; an argument TypeError is ADAPTER ERROR, a defect of gdn-fuzz), then the same failures rolled up
-per known bug."""
+explain it, or NEW; an argument TypeError is ADAPTER ERROR, a defect of gdn-fuzz; a failure on a contract edge of a
+serving engine is CONTRACT EDGE, no bug: fuzz.model.engines.EDGES), then the same failures rolled up per known bug."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from fuzz.model.case import Case
+from fuzz.model.engines import EDGES
 from fuzz.run.report import FailedTest, FailureRecord, LoggedFailure, TargetRow
 from fuzz.run.result import Failure
 from fuzz.targets import triage
@@ -95,6 +96,11 @@ class FailureRow:
     def cause(self) -> str:
         """Its key's cause (a summary written before failures carried their key: its detail)."""
         return _ANSI.sub("", self.failure.cause)
+
+    @property
+    def edge(self) -> str:
+        """The contract edge it was found on ('' for none: fuzz.model.engines.EDGES)."""
+        return self.failure.key.edge
 
     @property
     def adapter_error(self) -> bool:
@@ -193,6 +199,8 @@ def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
             )
         if not r.failures:
             lines.append("| - | none | | | | | |")
+        if edges := sum(bool(f.edge) for f in r.failures):
+            lines.append(f"\n{edges} of them on a contract edge (CONTRACT EDGE: not bugs, counted apart below)")
         lines += [
             f"- error (not a finding): {e.test}: {e.message[:300]}"
             for e in r.errors
@@ -221,6 +229,8 @@ def _note(f: FailureRow, version: str | None) -> str:
         first = f.failure.attribution.summary
     if f.adapter_error:
         return f"ADAPTER ERROR (ours) {first}"
+    if f.edge:
+        return f"CONTRACT EDGE {f.edge} ({EDGES[f.edge].contract}): {first}"
     known = triage.verdict(_explaining(f, version))
     return f"{known}{'' if f.minimal else '; not minimal (shrink cut off)'}: {first}"
 
@@ -240,8 +250,10 @@ def by_bug(r: RunRow) -> list[str]:
     before reports counted the cases before it shows "-"."""
     groups = defaultdict(list)
     for f in r.failures:
-        bugs = () if f.adapter_error else _explaining(f, r.version(f.target))
-        groups["ADAPTER ERROR (ours)" if f.adapter_error else " + ".join(b.id for b in bugs) or "NEW"].append(f)
+        if f.adapter_error or f.edge:
+            groups["ADAPTER ERROR (ours)" if f.adapter_error else f"CONTRACT EDGE {f.edge}"].append(f)
+            continue
+        groups[" + ".join(b.id for b in _explaining(f, r.version(f.target))) or "NEW"].append(f)
     if not groups:
         return []
     earliest = lambda fs: min((f.record for f in fs if f.record), key=lambda r: r.first_hit_seconds, default=None)

@@ -11,14 +11,16 @@ import sys
 from pathlib import Path
 
 from fuzz.cli.parser import Parser
-from fuzz.export import issue, recording, script
+from fuzz.export import issue, script
+from fuzz.export.shake import ShakeError
 from fuzz.model.case import Case
 from fuzz.run import corpus
 
 
 def main(argv: list[str]) -> int:
-    """Bad input (an unknown target, a coordinate or corpus entry that does not parse, a directory that does not
-    exist) is one line and exit 2; a written script prints its path, and an issue body the verdict it holds."""
+    """Bad input (an unknown target, a coordinate or corpus entry that does not parse, an output path that is a
+    directory or lies in none, a case whose call cannot be written) is one line and exit 2, before any work; a
+    written script prints its path and size, and an issue body the outcome line it holds."""
     parser = Parser(prog="gdn-fuzz export", description=__doc__.split("\n\n")[0])
     parser.add_argument("case", help="a corpus/*.json file or a Case coordinate")
     parser.add_argument("--target", help="target name (default: the corpus entry's)")
@@ -34,31 +36,30 @@ def main(argv: list[str]) -> int:
     if entry is None and not args.target:
         parser.error("--target is required with a coordinate")
     if args.issue and not args.output:
-        parser.error("--issue needs -o: the issue attaches the script")
+        parser.error("--issue needs -o: the issue carries the script")
     for option, path in (("-o", args.output), ("--issue", args.issue)):
+        if path is not None and path.is_dir():
+            parser.error(f"{option} {path}: a directory; give a file name in it")
         if path is not None and not path.resolve().parent.is_dir():
             parser.error(f"{option} {path}: no directory {path.parent} to write it in")
-    target_name = args.target or entry.target
     try:
-        target = script.target_named(target_name)
-        recorded = recording.record(target, case, args.module)
-        text = script.export_script(
+        exported = script.export(
             case,
-            target_name,
+            args.target or entry.target,
             library_module=args.module,
             entry=entry,
             name=args.output.name if args.output else "repro.py",
-            recorded=recorded,
         )
-    except ValueError as e:
+    except (ValueError, ShakeError) as e:  # NotExportable, an unknown target: one line
         parser.error(str(e))
     if not args.output:
-        sys.stdout.write(text)
+        sys.stdout.write(exported.text)
         return 0
-    args.output.write_text(text)
-    print(f"wrote {args.output} ({len(text.splitlines())} lines): python {args.output}")
+    args.output.write_text(exported.text)
+    size = f"{len(exported.text.splitlines())} lines, {len(exported.text.encode()) / 1000:.1f} KB"
+    print(f"wrote {args.output} ({size}): python {args.output}")
     if args.issue:
-        body = issue.issue_body(case, target, args.output, recorded, module=args.module, entry=entry)
+        body = issue.issue_body(exported, args.output, case, entry)
         args.issue.write_text(body.text)
-        print(f"wrote {args.issue}: {body.title}\n  the script's verdict here: {body.verdict}")
+        print(f"wrote {args.issue}: {body.title}\n  the script's outcome here: {body.verdict}")
     return 0

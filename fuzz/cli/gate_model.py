@@ -132,6 +132,7 @@ class Finding:
         return self.record is not None
 
     # its key's parts
+    edge = property(lambda self: self.key.edge)  # a contract edge's finding ('' for none): counted apart from bugs
     kind = property(lambda self: self.key.kind)
     cause = property(lambda self: self.key.cause)
     variant = property(lambda self: self.key.variant)
@@ -204,9 +205,16 @@ class Result:
     shared: tuple[int, int, int]
     out: Path
 
-    def of(self, status: str, fuzz: bool | None = None) -> list[Row]:
-        return [r for r in self.rows if r.status == status and (fuzz is None or r.finding.fuzz == fuzz)]
+    def of(self, status: str, fuzz: bool | None = None, edges: bool = False) -> list[Row]:
+        """The rows of a status (of fuzz failures or other failed tests); `edges`: those on a contract edge instead
+        of the others (fuzz.model.engines.EDGES: no bugs, counted apart)."""
+        return [
+            r
+            for r in self.rows
+            if r.status == status and (fuzz is None or r.finding.fuzz == fuzz) and bool(r.finding.edge) == edges
+        ]
 
     @property
     def passed(self) -> bool:
+        """No new failure but on a contract edge."""
         return not self.of("new")

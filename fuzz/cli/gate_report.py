@@ -37,6 +37,15 @@ def verdict(result: Result) -> str:
     return f"FAIL: {new} new failure{'s' if new > 1 else ''}" if new else "PASS: no new failure"
 
 
+def _count_rows(result: Result) -> list[tuple[str, bool, bool]]:
+    """The counts table's rows (label, fuzz, edges): fuzz failures, other failed tests, and the contract edges' fuzz
+    failures where there are any."""
+    edges = any(r.finding.edge for r in result.rows)
+    return [("fuzz failures", True, False), ("other failed tests", False, False)] + (
+        [("contract edges (not bugs)", True, True)] if edges else []
+    )
+
+
 def _short(test: str) -> str:
     return test.rpartition("::")[2]
 
@@ -125,11 +134,13 @@ def markdown(result: Result) -> str:
         "| | " + " | ".join(STATUSES) + " |",
         "|---|" + "---|" * len(STATUSES),
         *(
-            f"| {label} | " + " | ".join(str(len(result.of(s, fuzz))) for s in STATUSES) + " |"
-            for label, fuzz in (("fuzz failures", True), ("other failed tests", False))
+            f"| {label} | " + " | ".join(str(len(result.of(s, fuzz, edges))) for s in STATUSES) + " |"
+            for label, fuzz, edges in _count_rows(result)
         ),
         "",
     ]
+    if edges := [r for s in STATUSES for r in result.of(s, edges=True)]:
+        lines += ["### Contract edges (not bugs; they never fail the gate)", "", *_md_rows(edges, result.out), ""]
     for status in STATUSES:
         rows = result.of(status)
         if rows and status != "unchanged":
@@ -254,7 +265,7 @@ def write_junit(path: Path, result: Result | None, summary: str) -> None:
                 ),
             )
         )
-        if r.status == "new":
+        if r.status == "new" and not f.edge:
             ET.SubElement(case, "failure", message=f"new {f.kind}: {f.cause}", type=f.kind).text = text
         else:
             ET.SubElement(case, "system-out").text = f"{r.status} failure\n{text}"
@@ -469,8 +480,8 @@ def write_html(path: Path, result: Result) -> None:
     base, cand = result.sides
     out = result.out
     counts = [
-        [_e(label), *(_n(len(result.of(s, fuzz))) for s in STATUSES)]
-        for label, fuzz in (("fuzz failures", True), ("other failed tests", False))
+        [_e(label), *(_n(len(result.of(s, fuzz, edges))) for s in STATUSES)]
+        for label, fuzz, edges in _count_rows(result)
     ]
     parts = [
         f"<div class='verdict {'pass' if result.passed else 'fail'}'><h1>gdn-fuzz gate: {_e(verdict(result))}</h1>"

@@ -2,10 +2,9 @@
 (a tensor's dtype, shape, strides and storage offset, an index tensor's entries where it is short, a plain value as it
 is).
 
-It is read by a tap (Family.tap) that wraps the loaded API's functions: `tapping(target, stop=True)` records the first
-call and stops it before the library runs (what an export does: fuzz.export.recording), `stop=False` records every call
-and forwards it (what an exported script does while its check runs, then prints the judged call). The same rendering
-serves both, so the script's top and its output can be compared line for line.
+It is read by a tap (Family.tap) that wraps the loaded API's functions: `tapping(target)` records the first call and
+stops it before the library runs (what an export does: fuzz.export.recording; fuzz.export.render then writes each
+argument as code in the script's top).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -56,6 +55,8 @@ class TensorArg:
 class Call:
     function: str  # qualified: flashinfer.gdn_decode.gated_delta_rule_decode_pretranspose
     arguments: tuple[tuple[str, object], ...]  # (keyword, TensorArg or the plain value), in the order passed
+    # keyword -> the object passed, as passed (an export writes each tensor as an expression that rebuilds it)
+    values: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, function: str, args: tuple, kwargs: dict, order: tuple[str, ...] = ()) -> Call:
@@ -63,7 +64,8 @@ class Call:
         rank = {name: n for n, name in enumerate(order)}
         named = [(f"#{n}", value) for n, value in enumerate(args)]
         named += sorted(kwargs.items(), key=lambda item: rank.get(item[0], len(rank)))
-        return cls(function, tuple((key, TensorArg.of(v) if isinstance(v, torch.Tensor) else v) for key, v in named))
+        described = tuple((key, TensorArg.of(v) if isinstance(v, torch.Tensor) else v) for key, v in named)
+        return cls(function, described, dict(named))
 
     def lines(self) -> list[str]:
         """The call as code with each argument described: what an exported script shows on top and prints."""
@@ -93,10 +95,10 @@ def _words(value) -> str:
 
 
 class Tap:
-    """Family.tap: an API whose public functions record each call into `calls` (then stop it, or forward it)."""
+    """Family.tap: an API whose public functions record a call into `calls`, then stop it (Captured)."""
 
-    def __init__(self, target, calls: list[Call], stop: bool):
-        self.target, self.calls, self.stop = target, calls, stop
+    def __init__(self, target, calls: list[Call]):
+        self.target, self.calls = target, calls
         self._proxies: dict[int, tuple[object, _Tapped]] = {}
 
     def __call__(self, api):
@@ -113,9 +115,7 @@ class Tap:
         @functools.wraps(fn)  # keeps the signature the adapters read what the release takes from
         def recorded(*args, **kwargs):
             self.calls.append(Call.of(qualified, args, kwargs, order))
-            if self.stop:
-                raise Captured(qualified)
-            return fn(*args, **kwargs)
+            raise Captured(qualified)
 
         return recorded
 
@@ -136,10 +136,10 @@ class _Tapped:
 
 
 @contextmanager
-def tapping(target, stop: bool) -> Iterator[list[Call]]:
-    """The calls the target's adapter makes to its library while the block runs (see Tap)."""
+def tapping(target) -> Iterator[list[Call]]:
+    """The call the target's adapter makes to its library while the block runs, stopped there (see Tap)."""
     calls: list[Call] = []
-    target.family.tap = Tap(target, calls, stop)
+    target.family.tap = Tap(target, calls)
     try:
         yield calls
     finally:

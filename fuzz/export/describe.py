@@ -1,156 +1,90 @@
-"""A case, a target's call, its release and its contract in words: the top of an exported script, an upstream issue."""
+"""A case, a call's contract and a finding in a library maintainer's words: the comment above an exported script's
+tensors and the sentences of an upstream issue. No gdn-fuzz terms: keywords are the call's own (`names`: what the
+call passes the pool, the intermediate buffer and the output as), the reference is "the gated delta rule in float64".
+"""
 
 from __future__ import annotations
 
+import re
+
 from fuzz.model.case import Case
-from fuzz.model.regimes import GATE_REGIMES
-from fuzz.run import corpus
-from fuzz.targets.base import Target
-from fuzz.targets.semantics import Semantics, semantics_for
+from fuzz.targets.semantics import Semantics
 
-DISTRIBUTIONS = {"fla": "fla-core", "sglang": "sglang", "flashinfer": "flashinfer-python"}
-_INSTALL = {
-    "fla": "pip install triton fla-core=={}",
-    "sglang": "pip install triton packaging && pip install --no-deps sglang=={}",
-    "flashinfer": "pip install packaging flashinfer-python=={}",
+_READ = {  # reference.contracts.PadContract.read, as what a padded request does
+    "skip_zero": "reads and writes no state, and its output rows are zero",
+    "skip_untouched": "reads and writes no state, and its output rows stay as the caller left them",
+    "slot0": "reads and writes slot 0 (a scratch slot), its output rows unspecified",
+    "zero_state": "runs from a zero state and writes no state",
+    "discard": "reads and writes no live slot, and its output and intermediate rows are undefined (the engine "
+    "discards them)",
 }
-_READ = {  # reference.contracts.PadContract.read
-    "skip_zero": "is skipped (no state read or write) and its output row written as zeros",
-    "skip_untouched": "is skipped (no state read or write) and its output row left as the caller had it",
-    "slot0": "reads and writes back slot 0 (a sacrificial slot); its output row is undefined",
-    "zero_state": "runs from a zero state (its output is defined) and stores nothing unless a write slot says where",
-}
-_WRITE = {"skip": "skips the store", "slot0": "stores to slot 0"}
-_INDEX = {"i32": "int32", "i64": "int64"}
+# pieces of a corpus description that are about how gdn-fuzz found it, not about the library
+_OURS = re.compile(r"H200|B200|campaign|masks|docs/|gate run|probe|shrink|gdn-fuzz|corpus|generator|as found", re.I)
 
 
-def distribution(target: Target) -> str:
-    return DISTRIBUTIONS[target.family.name]
+def seen_on(description: str) -> str:
+    """The GPU a corpus description says the finding was seen on ('an NVIDIA H200'), else ''."""
+    gpu = re.search(r"\b([HB][12]00)\b", description)
+    return f"an NVIDIA {gpu.group(1)}" if gpu else ""
 
 
-def release_of(target: Target, entry: corpus.Entry | None, env: dict) -> str | None:
-    """The library release the case is about: the entry's pinned one, else the environment's."""
-    pinned = [s.version for s in (entry.versions if entry else ()) if s.operator == "=="]
-    return pinned[0] if pinned else env.get(distribution(target))
+def majors(gpu: tuple[int, ...]) -> str:
+    """Compute capability majors in words: '9.x to 12.x', '10.x'."""
+    if len(gpu) > 2 and list(gpu) == list(range(gpu[0], gpu[-1] + 1)):
+        return f"{gpu[0]}.x to {gpu[-1]}.x"
+    return " or ".join(f"{m}.x" for m in gpu)
 
 
-def contract_row(target: Target, entry: corpus.Entry | None, env: dict) -> Semantics:
-    """The semantics row of that release (the path's newest where it has none, or none is known)."""
-    try:
-        return semantics_for(target.path, release_of(target, entry, env))
-    except LookupError:
-        return semantics_for(target.path, None)
+def case_words(case: Case) -> str:
+    """'decode: B=2 requests x T=1 token, H=1 q/k heads, HV=1 value heads, K=8, V=16; bf16 inputs, fp32 state'."""
+    what = {"decode": "decode", "verify": "verify (multi-token)", "prefill": "prefill (varlen)"}[case.op]
+    tokens = f"sequences of {list(case.seqlens)} tokens" if case.op == "prefill" else f"x T={case.T} tokens"
+    padded = sum(case.padded)
+    return (
+        f"{what}: B={case.B} {tokens}, H={case.H} q/k heads, HV={case.HV} value heads, K={case.K}, V={case.V}; "
+        f"{case.input_dtype} inputs, {case.state_dtype} state" + (f"; {padded} padded" if padded else "")
+    )
 
 
-def install_command(target: Target, version: str | None) -> str:
-    command = _INSTALL[target.family.name].format(version or "VERSION")
-    return command if version else command.replace("==VERSION", "")
-
-
-def call(target: Target, override: str | None) -> str:
-    """The library functions the adapter calls: 'gated_delta_rule_decode of flashinfer-python, backend="cake_gdn"'
-    (a backend other than the library's own kernels is pinned by the target)."""
-    where = f"override module {override}" if override else distribution(target)
-    backend = getattr(target, "backend", "flashinfer")
-    return " then ".join(target.needs) + f" of {where}" + (f', backend="{backend}"' if backend != "flashinfer" else "")
-
-
-def contract(target: Target, sem: Semantics, case: Case) -> str:
-    """What the check holds the call to: the general contract, the semantics row's reason, and the padding contract
-    where the case pads a slot."""
+def expectation(case: Case, sem: Semantics, names: dict[str, str]) -> str:
+    """What the call must do with this case, in the call's keywords."""
     if not case.valid:
-        return "HV must be a multiple of H (each q/k head serves HV / H value heads): the call must reject the input."
-    text = (
-        "The output, the states written to the pool and the intermediate states equal the float64 gated delta "
-        "rule (gdn-fuzz reference/) within the tolerance rule; whatever the contract leaves alone (other slots and "
-        "rows, the bytes around each buffer) keeps its bits."
-    )
-    if sem.why:
-        text += f" This path: {sem.why.rstrip('.')}."
-    pad = sem.pad
-    padded_write = case.write_slots is not None and any(pad.is_pad(w) for w in case.write_slots)
-    if target.support.pool and (any(pad.is_pad(r) for r in case.read_slots) or padded_write):
-        sentinel = "index < 0" if pad.sentinel == "negative" else "index <= 0"
-        text += f" Padding ({sentinel}): a padded read slot's request {_READ[pad.read]}"
-        text += f"; a padded write slot {_WRITE[pad.write]}." if padded_write else "."
-    return text
-
-
-def case_lines(case: Case) -> list[tuple[str, str]]:
-    """(what, in words) for every field of the case that matters to the call."""
-    padding = "index < 0" if case.null < 0 else "index <= 0"
-    lines = [
-        ("operation", _operation(case)),
-        ("heads", _heads(case)),
-        ("head dims", f"K={case.K} (q, k), V={case.V} (v)"),
-        (
-            "dtypes",
-            f"q, k, v, a, b {case.input_dtype}; state {case.state_dtype}; slot indices {_INDEX[case.index_dtype]}",
-        ),
-        (
-            "pool",
-            f"{case.pool} slots of [HV, {'V, K' if case.layout == 'vk' else 'K, V'}] ({case.layout} layout)"
-            + (f", a strided view: {case.pool_gap} spare heads after each slot" if case.pool_gap else ""),
-        ),
-    ]
-    padded = [n for n, p in enumerate(case.padded) if p]
-    lines.append(
-        ("read slots", f"{list(case.read_slots)}" + (f": request(s) {padded} padded ({padding})" if padded else ""))
-    )
-    if case.write_slots is not None:
-        lines.append(("write slots", f"{list(case.write_slots)} (split read / write pools)"))
+        return (
+            f"HV={case.HV} value heads with H={case.H} q/k heads: HV must be a multiple of H (each q/k head serves "
+            "HV / H value heads), so the call should raise instead of computing with some head map."
+        )
+    pool, inter = names.get("pool", "pool"), names.get("inter", "intermediate")
+    slots, rows = names.get("slots", "slots"), names.get("rows")
+    sentinel = "-1" if sem.pad.sentinel == "negative" else "0"
+    text = f"Each request n starts from the state `{pool}[{slots}[n]]`"
+    if case.op != "prefill" and not case.update:
+        text += " and, with state updates disabled, writes no state back"
+    else:
+        text += " and writes its final state back " + (
+            f"to `{pool}[{names.get('write_slots', 'write_slots')}[n]]`" if case.write_slots else "there"
+        )
     if case.token_slots is not None:
-        lines.append(("token slots", f"{[list(r) for r in case.token_slots]} (a pool slot per token)"))
+        text += " (with per-token slots: the state after each token to that token's slot)"
+    text += "."
+    if any(case.padded):
+        text += f" A request whose slot index is {sentinel} is padding: it {_READ[sem.pad.read]}."
     if case.inter_rows:
-        lines.append(
-            (
-                "intermediate",
-                f"{case.inter_rows} rows x {case.inter_steps} steps"
-                + (
-                    f", a sliced view of {case.inter_steps + case.inter_spare_steps} steps"
-                    if case.inter_spare_steps
-                    else ""
-                )
-                + (f", row per request {list(case.inter_index)}" if case.inter_index is not None else ""),
-            )
+        row = f"{rows}[n]" if rows else "n"
+        text += (
+            f" Its state after token t goes to `{inter}[{row}, t]` for t < T={case.T}; every other row and step of "
+            f"`{inter}` keeps what the caller put there."
         )
-    lines.append(("gates", _gates(case.gate)))
-    lines.append(
-        (
-            "options",
-            f"scale {'K^-0.5 (default)' if case.scale is None else case.scale}; q, k l2norm "
-            f"{'in the kernel' if case.l2norm else 'off'}; state update "
-            f"{'on' if case.update else 'off (disable_state_update)'}",
-        )
+    return text + (
+        " Every other pool slot, and the memory around each buffer, keeps its bits. Outputs and states match the "
+        "gated delta rule computed in float64, within fp32 rounding: at most c times the error of the same reference "
+        "re-run in float32, rounding where the kernel rounds, plus a few units in the last place of the largest value."
     )
-    if case.warm_pool:
-        lines.append(
-            (
-                "warm-up",
-                f"first an unjudged call on a pool {case.warm_pool} slots larger (same slots): a "
-                "compile cache keyed without the pool capacity then serves the judged call",
-            )
-        )
-    lines.append(("values", f"every tensor from seed {case.seed} (fuzz.model.values: the same bits on any device)"))
-    return lines
 
 
-def _operation(case: Case) -> str:
-    if case.op == "prefill":
-        return f"prefill: {case.B} sequences of {list(case.seqlens)} tokens, packed along one token axis (cu_seqlens)"
-    what = "decode" if case.op == "decode" else "verify (multi-token prediction)"
-    return f"{what}: B={case.B} requests of T={case.T} token{'s' if case.T > 1 else ''} each"
-
-
-def _heads(case: Case) -> str:
-    if not case.valid:
-        return f"H={case.H} q/k heads, HV={case.HV} value heads: HV is not a multiple of H, the call must reject it"
-    ratio = case.HV // case.H
-    return f"H={case.H} q/k heads, HV={case.HV} value heads" + (f" (GVA: {ratio} per q/k head)" if ratio > 1 else "")
-
-
-def _gates(gate: str) -> str:
-    if gate == "mixed":
-        return f"regime mixed: one of {', '.join(GATE_REGIMES)} per value head"
-    (low, high), (centre, spread), b = GATE_REGIMES[gate]
-    return f"regime {gate}: A_log in [{low}, {high}), a + dt_bias = {centre} + {spread} x N(0, 1), b = {b} x N(0, 1)"
+def cleaned(description: str, function: str) -> str:
+    """A corpus description without the function name it may open with and the clauses about how gdn-fuzz found it
+    (the campaign, the GPU run, the value generator)."""
+    text = description.removeprefix(f"{function}: ").removeprefix(f"{function} ")
+    text = re.sub(r"\s*\([^()]*\)", lambda m: "" if _OURS.search(m.group()) else m.group(), text)
+    pieces = [p for p in re.split(r";\s+", text) if not _OURS.search(p)]
+    return "; ".join(pieces).strip().rstrip(".")

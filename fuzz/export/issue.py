@@ -1,9 +1,9 @@
-"""A markdown body for an upstream issue about an exported case: a title, what happens against what the contract
-says, the case in words, the environments, the commands, and the script (inline when the body stays under GitHub's
-limit, else attached).
+"""A markdown body for an upstream issue about an exported case, addressed to the library's maintainers in their
+words: what the call does against what it should, the known root cause, how to reproduce it on the release it holds
+for (pinned: fuzz.export.release), the call as a table of its keyword arguments, the environment, and the script.
 
-What happens is what the script prints: it is run once, here, while the body is written. Where it does not
-reproduce here (no GPU, another release), the body says so and states the corpus entry's expectation instead.
+The script is run once, here, while the body is written; its one line is quoted, with this machine's paths taken
+out. Where it does not reproduce here (no GPU, another release), the body says where it was seen instead.
 """
 
 from __future__ import annotations
@@ -16,25 +16,37 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fuzz.export import describe
-from fuzz.export.recording import Recording
-from fuzz.export.script import MARKER
+from fuzz.export import describe, release
+from fuzz.export.script import Export
 from fuzz.model.case import Case
+from fuzz.model.known_bugs import BY_ID
 from fuzz.run import corpus
-from fuzz.run.environment import environment, markdown_table
-from fuzz.targets.base import Target
+from fuzz.run.environment import environment
 from fuzz.targets.triton_common import TritonTarget
 
 BODY_LIMIT = 60_000  # characters: GitHub takes 65,536 in an issue body
 RUN_SECONDS = 900  # a first GPU call may compile for minutes
-_VERDICT = re.compile(r"^(REPRODUCED: (\w+): (.*)|NOT REPRODUCED|NOT RUN: .*)$", re.M)
+_VERDICT = re.compile(r"^(REPRODUCED: (\w+): .*|NOT REPRODUCED.*|NOT RUN: .*)$", re.M)
+_KINDS = {  # a failure class in a maintainer's words
+    "OutputMismatch": "returns wrong output values",
+    "StateMismatch": "writes wrong final states to the pool",
+    "IntermediateMismatch": "writes wrong intermediate states",
+    "PoolCorruption": "writes memory it must leave untouched",
+    "GuardBreach": "writes outside the buffers it is given",
+    "UnwrittenOutput": "leaves output rows unwritten",
+    "NonFinite": "returns NaN or inf where the result is finite",
+    "RejectedValidInput": "raises on a valid input",
+    "AcceptedInvalidInput": "accepts an input it should reject",
+}
+# the environment rows a maintainer asks for (fuzz.run.environment keys), the library's own added per issue
+_ROWS = ("python", "platform", "torch", "cuda", "gpu", "driver")
 
 
 @dataclass(frozen=True)
 class IssueBody:
     title: str  # the body's first line, without its '# '
     text: str  # the markdown
-    verdict: str  # the script's last verdict line where the body was written
+    verdict: str  # the script's outcome line where the body was written
 
 
 def run_script(script: Path) -> tuple[int, str]:
@@ -69,163 +81,140 @@ def scrub(text: str, script: Path) -> str:
     return text
 
 
-def issue_body(
-    case: Case,
-    target: Target,
-    script: Path,
-    recorded: Recording,
-    *,
-    module: str | None = None,
-    entry: corpus.Entry | None = None,
-) -> IssueBody:
-    """`recorded`: the library call the script makes (fuzz.export.recording), shown as the library names it."""
+def issue_body(exported: Export, script: Path, case: Case, entry: corpus.Entry | None = None) -> IssueBody:
+    """The body for `exported` (written to `script`), run once here."""
     status, output = run_script(script)
-    here, found = environment(), entry.environment if entry is not None and entry.environment else None
-    dist = describe.distribution(target)
-    library = re.fullmatch(rf"{target.family.name} (\S+)", _line(output, "library") or "")
-    version = library[1] if library else (found or here).get(dist)
-    kind, cause, happens, verdict = _what_happens(status, output, entry, dist, target.needs)
-    releases = version or (str(entry.versions) if entry is not None else "")
-    title = f"[{dist}{f' {releases}' if releases else ''}] {' / '.join(target.needs)}: {kind}: {cause}"
+    verdicts = _VERDICT.findall(output)
+    verdict = verdicts[-1][0] if verdicts else f"no outcome line (exit status {status})"
+    target, call = exported.target, exported.recorded.call
+    function, dist = call.function.rpartition(".")[2], release.distribution(target)
+    bug = BY_ID.get(entry.bug) if entry is not None and entry.bug else None
+    kind = verdicts[-1][1] if verdicts and status == 1 else entry.expect if entry is not None else ""
+    what = _what(kind, bug, entry, function)
+    here = environment()
+    title = f"[{dist} {exported.release or (entry.versions if entry else '')}] {function}: {_title(what)}".replace(
+        "[ ", "["
+    )
     sections = [
         f"# {title}",
         "",
-        f"**What happens.** {_function(recorded, target, module)}, on the call below. {happens}"
-        f"{_where_run(target, here)}{_root_cause(entry)}",
+        f"{_summary(call.function, kind, what)}{_held(bug, entry, dist)}",
         "",
-        "**What the contract says.** "
-        + describe.contract(target, describe.contract_row(target, entry, found or here), case)
-        + _numbers(kind),
+        f"**Expected.** {describe.expectation(case, exported.recorded.semantics, exported.names)}",
         "",
-        "### The call",
-        "",
-        *_call(recorded, case),
-        "",
-        "### The case, as gdn-fuzz draws it",
-        "",
-        f"`{case!r}`",
-        "",
-        *[f"- **{what}**: {words}" for what, words in describe.case_lines(case)],
-        "",
-        "### Environment",
-        "",
-        *(["Found on:", "", markdown_table(found), "", "This report was written on:", ""] if found else []),
-        markdown_table(here),
+        f"**Actual.** {_actual(status, verdict, target, here, exported)}",
         "",
         "### Reproduce",
         "",
         "```sh",
-        f"pip install torch && {describe.install_command(target, version)}",
+        release.install_line(target, exported.requirement) if exported.requirement else "pip install torch",
         f"python {script.name}",
         "```",
         "",
-        f"`{script.name}` needs only torch, packaging and the library: it carries gdn-fuzz's case, value generator, "
-        "adapter, float64 oracle and verdict, verbatim. Exit 1 and `REPRODUCED: <kind>: <detail>` when the failure "
-        "is there, 0 and `NOT REPRODUCED` when not.",
+        f"`{script.name}` (below) needs nothing else: it builds the case's tensors from a seed, calls `{function}` as "
+        "shown, and compares with the gated delta rule computed in float64. It prints one line and exits 1 with "
+        "`REPRODUCED: <what>: <where, expected vs actual>` where the bug is, 0 with `NOT REPRODUCED` where it is "
+        "not, 2 with `NOT RUN: <why>` where it cannot run (a missing package, no suitable GPU).",
         "",
-        _details(f"Output of <code>python {script.name}</code> here (exit status {status})", output.rstrip(), "text"),
+        "### The call",
+        "",
+        f"{describe.case_words(case)}. Keyword arguments (strides and storage offsets in elements; the writable "
+        "buffers are views into larger NaN-filled allocations, hence their offsets, so a write outside them shows):",
+        "",
+        *call.table(),
+        *_strided(call),
+        "",
+        "### Environment",
+        "",
+        *_environment(exported, here, entry),
+        "",
         "",
     ]
     body, text = "\n".join(sections), script.read_text()
-    lines = len(text.splitlines())
+    kb = f"{len(text.encode()) / 1000:.1f} KB"
+    summary = f"{script.name} ({len(text.splitlines())} lines, {kb})"
     if len(body) + len(text) < BODY_LIMIT:
-        return IssueBody(
-            title, body + _details(f"{script.name} ({lines} lines)", text.rstrip(), "python") + "\n", verdict
-        )
-    top = text[: text.index(MARKER)].rstrip()
-    return IssueBody(
-        title,
-        body + f"`{script.name}` ({lines} lines) is attached: too long for an issue body. Its top, "
-        "above gdn-fuzz's embedded code:\n\n" + _details(f"{script.name}, top", top, "python") + "\n",
-        verdict,
+        return IssueBody(title, body + _details(summary, text.rstrip(), "python"), verdict)
+    return IssueBody(title, body + f"`{summary}` is attached: too long for an issue body.\n", verdict)
+
+
+def _what(kind: str, bug, entry: corpus.Entry | None, function: str) -> str:
+    """The finding in the library's words: the known bug's root cause, else the entry's description, cleaned."""
+    if bug is not None:
+        return bug.root_cause.rstrip(".")
+    if entry is not None:
+        return describe.cleaned(entry.description, function)
+    return f"{kind or 'the outcome'} as the script prints it"
+
+
+def _summary(function: str, kind: str, what: str) -> str:
+    """'`function` <what goes wrong, in words>, on the call below: <what>.' (once where `what` says it already)."""
+    if what.split(" ", 1)[0] in ("accepts", "rejects", "raises", "returns", "writes", "outputs", "fails"):
+        return f"`{function}` {what}, on the call below."
+    return f"`{function}` {_KINDS.get(kind, 'misbehaves')}, on the call below: {what}."
+
+
+def _title(what: str, limit: int = 100) -> str:
+    """The first clause of `what`, at most `limit` characters."""
+    first = re.split(r":\s|;\s|, so |\s\(", what, maxsplit=1)[0].strip()
+    return first if len(first) <= limit else first[: limit - 3].rsplit(" ", 1)[0] + "..."
+
+
+def _held(bug, entry: corpus.Entry | None, dist: str) -> str:
+    gpu = describe.seen_on(entry.description) if entry is not None else ""
+    on = f", on {gpu}" if gpu else ""
+    if bug is not None:
+        seen = f" (seen on {', '.join(bug.seen_on)}{on})" if bug.seen_on else ""
+        fixed = f"; {bug.fixed_in} fixes it" if bug.fixed_in else ""
+        return f" It holds for {dist} {bug.releases}{seen}{fixed}."
+    if entry is not None and str(entry.versions):
+        return f" It holds for {dist} {str(entry.versions).removeprefix('==')}{f' (seen{on})' if on else ''}."
+    return ""
+
+
+def _strided(call) -> list[str]:
+    """The tensor arguments that are not contiguous, in words (a maintainer's first question about a view)."""
+    notes = []
+    for key, value in call.arguments:
+        shape, strides = getattr(value, "shape", None), getattr(value, "strides", None)
+        if shape is None:
+            continue
+        dense, size = [], 1
+        for dim in reversed(shape):
+            dense.insert(0, size)
+            size *= dim
+        if any(d > 1 and s != c for d, s, c in zip(shape, strides, dense)):
+            notes.append(f"`{key}` (strides {strides}; a contiguous one would have {tuple(dense)})")
+    return ["", f"Not contiguous: {'; '.join(notes)}."] if notes else []
+
+
+def _actual(status: int, verdict: str, target, here: dict, exported: Export) -> str:
+    where = here.get("gpu") or (
+        "a CPU, the Triton kernels interpreted (TRITON_INTERPRET=1)" if isinstance(target, TritonTarget) else "a CPU"
     )
-
-
-def _function(recorded: Recording, target: Target, module: str | None) -> str:
-    return f"`{recorded.call.function}`" if recorded.call else describe.call(target, module)
-
-
-def _call(recorded: Recording, case: Case) -> list[str]:
-    """The function and its keyword arguments, as recorded from the adapter."""
-    if recorded.call is None:
-        return [f"Not recorded: the adapter made no library call at export against {recorded.against}: {recorded.why}."]
-    return [
-        f"`{recorded.call.function}` is called with these keyword arguments (recorded from gdn-fuzz's adapter "
-        f"against {recorded.against}; strides and storage offsets in elements). The writable buffers are views "
-        "into larger allocations whose surplus holds a NaN guard pattern, hence their storage offsets. Every "
-        f"tensor's values come from seed {case.seed}: the script's `--dump tensors.pt` saves them.",
-        "",
-        *recorded.call.table(),
-    ]
-
-
-def _where_run(target: Target, here: dict) -> str:
-    """Where the script ran while the body was written (`here`, fuzz.run.environment): a GPU, or the CPU (Triton
-    kernels then interpreted)."""
-    if here.get("gpu"):
-        return f" It ran on {here['gpu']}."
-    interpreted = " under the Triton interpreter (TRITON_INTERPRET=1)" if isinstance(target, TritonTarget) else ""
-    return f" It ran on the CPU{interpreted}, where this report was written."
-
-
-def _what_happens(
-    status: int, output: str, entry: corpus.Entry | None, dist: str, functions: tuple[str, ...]
-) -> tuple[str, str, str, str]:
-    """(failure kind, cause, what happens in words, the script's verdict line): the script's verdict where it
-    reproduced, else the corpus entry's expectation next to the verdict it gave here. The cause, for the title: the
-    entry's description where it expects that kind (it says what goes wrong), else the verdict's."""
-    verdicts = _VERDICT.findall(output)
-    verdict = verdicts[-1][0] if verdicts else f"no verdict (exit status {status})"
-    if status == 1 and verdict.startswith("REPRODUCED"):
-        kind, detail = verdicts[-1][1], verdicts[-1][2]
-        cause = (
-            _clause(entry.description, functions)
-            if entry is not None and entry.expect == kind
-            else _line(output, "cause") or detail
-        )
-        return kind, cause, f"`{kind}`: {detail}.", verdict
-    if entry is not None and entry.expect != "pass":
-        return (
-            entry.expect,
-            _clause(entry.description, functions),
-            f"`{entry.expect}` (corpus entry {entry.path.name}, {dist} {entry.versions or 'every release'}): "
-            f"{entry.description}\n\nNot reproduced where this report was written: "
-            f"`{verdict}`.",
-            verdict,
-        )
-    return "not reproduced", verdict, f"The script's verdict where this report was written: `{verdict}`.", verdict
-
-
-def _root_cause(entry: corpus.Entry | None) -> str:
-    """The known bug the corpus entry names, where there is one: its root cause as read in the library."""
-    from fuzz.model.known_bugs import BY_ID
-
-    bug = BY_ID.get(entry.bug) if entry is not None and entry.bug else None
-    return f"\n\n**Known root cause** ({bug.releases}): {bug.root_cause}" if bug else ""
-
-
-def _numbers(kind: str) -> str:
-    if not kind.endswith("Mismatch") and kind != "NonFinite":
-        return ""
+    if status in (0, 1):
+        return f"The script below, run on {where}, prints (exit status {status}):\n\n```text\n{verdict}\n```"
     return (
-        " Numbers: the largest error against a float64 oracle may be at most c times the error of the same "
-        "oracle re-run in the kernel's own precision model (fp32 arithmetic, rounded where the contract says), "
-        "plus a floor of a few ulps growing with T (gdn-fuzz fuzz/judge/tolerance.py)."
-    )
+        f"Not run where this report was written ({where}): `{verdict}`. "
+        + (f"Run it on a GPU with {exported.requirement} installed." if exported.requirement else "")
+    ).strip()
 
 
-def _clause(text: str, functions: tuple[str, ...], limit: int = 100) -> str:
-    """The first clause of a description, for a title (after the function's name where it opens with it: the title
-    names the function already)."""
-    for function in functions:
-        text = text.removeprefix(f"{function}: ")
-    first = re.split(r"[:;(]\s", text, maxsplit=1)[0].strip()
-    return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
-
-
-def _line(output: str, label: str) -> str | None:
-    match = re.search(rf"^{label}:\s+(.*)$", output, re.M)
-    return match[1].strip() if match else None
+def _environment(exported: Export, here: dict, entry: corpus.Entry | None) -> list[str]:
+    """The library (the release the finding holds for, and what this machine has) and the machine's rows; where the
+    corpus entry records where it was found, that column too."""
+    dist = release.distribution(exported.target)
+    found = entry.environment if entry is not None and entry.environment else None
+    rows = [(dist, exported.release or "", here.get(dist) or "not installed", (found or {}).get(dist, ""))]
+    if isinstance(exported.target, TritonTarget):
+        rows.append(("triton", "", here.get("triton", ""), (found or {}).get("triton", "")))
+    rows += [(key, "", here.get(key) or "", (found or {}).get(key, "")) for key in _ROWS]
+    head = "| | the finding's release | this report |" + (" found on |" if found else "")
+    lines = [head, "|---|---|---|" + ("---|" if found else "")]
+    for key, pinned, mine, theirs in rows:
+        if pinned or mine or theirs:
+            lines.append(f"| {key} | {pinned} | {mine} |" + (f" {theirs} |" if found else ""))
+    return lines
 
 
 def _details(summary: str, text: str, language: str) -> str:

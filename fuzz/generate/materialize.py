@@ -69,6 +69,10 @@ def materialize(
         fill_pattern(inter.view, "poison")
     output = Guarded.around((*tokens, case.HV, case.V), in_dtype, device, 1)
     fill_pattern(output.view, "poison")
+    accepted = token_slots = None
+    if case.accepted is not None:
+        accepted = torch.tensor(case.accepted, dtype=torch.int32, device=device)
+        token_slots = guarded_index(case.token_slots, case.pool, case.T, idx, device)
     cu = None
     if case.op == "prefill":
         cu = torch.tensor([0, *torch.tensor(case.seqlens).cumsum(0).tolist()], dtype=idx, device=device)
@@ -82,9 +86,21 @@ def materialize(
         b=b,
         g=g,
         beta=beta,
-        **{name: as_index(getattr(case, name)) for name in ("read_slots", "write_slots", "token_slots", "inter_index")},
+        **{name: as_index(getattr(case, name)) for name in ("read_slots", "write_slots", "inter_index")},
+        token_slots=as_index(case.token_slots) if token_slots is None else token_slots,
         cu_seqlens=cu,
         pool=pool,
         inter=inter,
         output=output,
+        accepted=accepted,
     )
+
+
+def guarded_index(rows: tuple[tuple[int, ...], ...], guard: int, T: int, dtype, device) -> torch.Tensor:
+    """rows as a contiguous [B, T] index tensor viewed from the middle of a flat buffer with T entries on each side,
+    each naming slot `guard` (the pool's first guard slot): the reach of an accepted count 0..2T (Case validation)
+    read at row * T + count - 1."""
+    flat = torch.tensor([s for row in rows for s in row], dtype=dtype, device=device)
+    buffer = torch.full((flat.numel() + 2 * T,), guard, dtype=dtype, device=device)
+    buffer[T : T + flat.numel()] = flat
+    return buffer[T : T + flat.numel()].view(len(rows), T)

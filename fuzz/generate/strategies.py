@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from fuzz.generate.profiles import Budget, stable_draws
 from fuzz.model import dispatch
 from fuzz.model.case import Case
+from fuzz.model.engines import ENGINES, Engine, edges_for
 from fuzz.model.footprint import peak_bytes
 from fuzz.model.support import Support, TargetView
 
@@ -91,8 +92,11 @@ def draw_bucket(choice, sup: Support, op: str, budget: Budget) -> Bucket:
     max_T = min(budget.max_T, sup.max_T or budget.max_T)
     min_T = sup.verify_min_T if op == "verify" else 1
     T = {"decode": 1, "prefill": 0}.get(op) or choice([t for t in budget.t_choices if min_T <= t <= max_T])
-    update = not (sup.no_update and op == "verify" and choice((False, True)))
-    buffer = sup.intermediate and op == "verify" and (sup.buffer_with_update or not update) and choice((False, True))
+    engine = ENGINES.get(sup.engine)
+    scratch = engine is not None and engine.scratch_rows and op == "verify"  # SGLang's verify: scratch, no update
+    update = not scratch and not (engine is None and sup.no_update and op == "verify" and choice((False, True)))
+    buffer = sup.intermediate and op == "verify" and (sup.buffer_with_update or not update)
+    buffer = buffer and (scratch or engine is None and choice((False, True)))
     strided = sup.strided_pool and max(budget.gaps) > 0 and choice((False, True))
     return Bucket(
         T,
@@ -114,8 +118,8 @@ def draw_bucket(choice, sup: Support, op: str, budget: Budget) -> Bucket:
         writes=choice(
             tuple(w for w, ok in zip(WRITES, (True, sup.split_write, sup.token_slots and op == "verify")) if ok)
         )
-        if sup.pool
-        else "same",
+        if sup.pool and engine is None
+        else ("token" if engine is not None and engine.accepted and op != "prefill" else "same"),
         capacity=budget.max_pool if strided and budget.plan_size else 0,
     )
 
@@ -232,23 +236,26 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
         B = draw(straddle(target, bucket, B, H, HV, sup, straddle_B))
     seqlens = _seqlens(draw, sup, budget, B) if op == "prefill" else ()
     T = max(seqlens) if op == "prefill" else T
-    inter = _intermediate(draw, sup, bucket, B, T)
-    slots = draw(
-        slot_maps(
-            sup,
-            target.semantics(),
-            B,
-            T,
-            op,
-            bucket.update and not inter["inter_rows"],
-            budget,
-            first,
-            spare,
-            buffered=bool(inter["inter_rows"]),
-            writes=bucket.writes,
-            capacity=bucket.capacity,
+    if engine := ENGINES.get(sup.engine):
+        inter, slots = _engine_maps(draw, engine, bucket, op, B, T, budget, first, spare)
+    else:
+        inter = _intermediate(draw, sup, bucket, B, T)
+        slots = draw(
+            slot_maps(
+                sup,
+                target.semantics(),
+                B,
+                T,
+                op,
+                bucket.update and not inter["inter_rows"],
+                budget,
+                first,
+                spare,
+                buffered=bool(inter["inter_rows"]),
+                writes=bucket.writes,
+                capacity=bucket.capacity,
+            )
         )
-    )
     # warm calls: GPU budgets only, about 3% of drawn cases, never beside an int32-overflowing pool
     warm = budget.warm_calls and sup.pool and not large and draw(st.integers(0, 29)) == 29
     return Case(
@@ -317,6 +324,78 @@ def _intermediate(draw, sup: Support, bucket: Bucket, B: int, T: int) -> dict:
         rows = draw(st.lists(st.integers(0, inter_rows - 1), unique=True, min_size=B, max_size=B))
         inter_index = tuple(-1 if draw(st.integers(0, 5)) == 5 else r for r in rows)
     return dict(inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index)
+
+
+def _engine_maps(draw, engine: Engine, bucket: Bucket, op: str, B: int, T: int, budget: Budget, first: int, spare: int):
+    """(intermediate fields, slot fields) of a case under `engine`'s index rules (fuzz.model.engines): the live
+    requests first, each on slots of 1..pool-1 (the last one on purpose in about one case in four: a sentinel wrapped
+    or remapped lands there), then the CUDA-graph padding at the tail (the engine's null); vLLM: T per-token slots a
+    request and an accepted count 1..T that selects its read slot, padded rows null in every column with accepted 1;
+    SGLang's verify: a scratch of spec_size + 1 rows by batch row, spec_size >= the live requests and the batch within
+    it. About one case in eight to ten probes a contract edge of the engine and op (`_edge`: a one-in-four choice,
+    which Hypothesis's weighting toward simple draws makes 6-13% of the ci budget's cases). A large case's slots lie
+    in its `spare` slots from `first`."""
+    token = bucket.writes == "token"
+    live = B - draw(st.integers(0, B - 1))  # the zero choice: no padding
+    live = min(live, MAX_IDS // T) if token else live
+    need = live * T if token else live
+    if first:
+        pool, low = first + spare, first
+        live = min(live, spare // T if token else spare)
+        need = live * T if token else live
+    else:
+        least = need + 1  # slot 0 is reserved
+        more = draw(st.sampled_from((0, 1, budget.max_pool)))
+        pool = max(bucket.capacity, least) if bucket.capacity else draw(st.integers(least, least + more))
+        low = 1
+    ids = draw(st.lists(st.integers(low, pool - 1), unique=True, min_size=need, max_size=need))
+    if need and draw(st.integers(0, 3)) == 3:  # the last slot, on purpose
+        j = draw(st.integers(0, need - 1))
+        if pool - 1 in ids:
+            ids[ids.index(pool - 1)] = ids[j]
+        ids[j] = pool - 1
+    null = engine.null
+    fields = dict(pool=pool, null=null, token_slots=None, accepted=None, edge=None)
+    if token:
+        rows = [ids[n * T : (n + 1) * T] for n in range(live)]
+        accepted = draw(st.lists(st.integers(1, T), min_size=live, max_size=live))
+        fields.update(
+            read_slots=[row[a - 1] for row, a in zip(rows, accepted)] + [null] * (B - live),
+            token_slots=rows + [[null] * T] * (B - live),
+            accepted=accepted + [1] * (B - live),
+        )
+    else:
+        fields["read_slots"] = ids + [null] * (B - live)
+    inter = dict(inter_rows=0, inter_steps=0, inter_spare_steps=0, inter_index=None)
+    if bucket.buffer:
+        spec_size = max(live, B - 1) + draw(st.integers(0, 2))
+        inter.update(inter_rows=spec_size + 1, inter_steps=T + bucket.spare_steps, inter_spare_steps=bucket.sliced)
+    needs = {"pad-past-scratch": inter["inter_rows"], "accepted-zero": token, "accepted-past-T": token}
+    edges = [e.id for e in edges_for(engine.name, op) if needs.get(e.id, True)]
+    if edges and draw(st.integers(0, 3)) == 3:
+        _edge(draw, draw(st.sampled_from(edges)), fields, inter, live, T)
+    tuples = lambda x: tuple(map(tuples, x)) if isinstance(x, list) else x
+    return inter, {name: tuples(value) for name, value in fields.items()}
+
+
+def _edge(draw, edge: str, fields: dict, inter: dict, live: int, T: int) -> None:
+    """Turn the engine case (`fields`, `inter`: its slot and intermediate fields, lists) into one on `edge`
+    (fuzz.model.engines.EDGES), in place. A row the edge's contract skips names the null slot as its read slot."""
+    fields["edge"] = edge
+    null, n = fields["null"], draw(st.integers(0, live - 1))  # the live request the edge lands on
+    if edge == "pad-past-scratch":  # a scratch of spec_size + 1 rows, spec_size >= live, the padded tail past it
+        inter["inter_rows"] = rows = live + draw(st.integers(0, 1)) + 1
+        fields["read_slots"] = fields["read_slots"][:live] + [null] * (rows + draw(st.integers(1, 2)) - live)
+    elif edge in ("accepted-zero", "accepted-past-T"):
+        fields["accepted"][n] = 0 if edge == "accepted-zero" else draw(st.integers(T + 1, 2 * T))
+        fields["read_slots"][n] = null
+    elif edge == "slot-zero" and fields["token_slots"] is None:
+        fields["read_slots"][n] = 0
+    elif edge == "slot-zero":  # a column of the request's slots: its read slot (the row skipped) or a token's store
+        column = draw(st.integers(0, T - 1))
+        fields["token_slots"][n] = [0 if t == column else s for t, s in enumerate(fields["token_slots"][n])]
+        if column == fields["accepted"][n] - 1:
+            fields["read_slots"][n] = 0
 
 
 MAX_STRADDLE_B = 1100  # a threshold that needs more requests than this is left to larger budgets

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 import reference
 from fuzz.model.case import Case
 from fuzz.model.tensors import Tensors
@@ -26,6 +28,15 @@ class Expected:
 
 def expected(case: Case, t: Tensors, sem: Semantics) -> Expected:
     return Expected(exact=oracle(case, t, sem, reference.EXACT), model=oracle(case, t, sem, sem.precision(case)))
+
+
+def _rows(case: Case, t: Tensors) -> torch.Tensor | None:
+    """The intermediate row of each request: the case's explicit rows, else (None) the batch row; a padded batch past
+    the scratch (the pad-past-scratch edge) gives the requests past it none (-1): they are padding, discarded."""
+    if t.inter_index is not None or case.inter_rows >= case.B:
+        return t.inter_index
+    rows = [n if n < case.inter_rows else -1 for n in range(case.B)]
+    return torch.tensor(rows, dtype=t.read_slots.dtype, device=t.read_slots.device)
 
 
 def oracle(case: Case, t: Tensors, sem: Semantics, precision: Precision) -> SparseResult:
@@ -50,7 +61,7 @@ def oracle(case: Case, t: Tensors, sem: Semantics, precision: Precision) -> Spar
         t.read_slots,
         disable_state_update=not case.update,
         intermediate=None if t.inter is None else t.inter.view,
-        intermediate_rows=t.inter_index,
+        intermediate_rows=_rows(case, t),
         token_slots=t.token_slots,
         output=t.output.view,
         **common,

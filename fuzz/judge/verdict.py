@@ -55,7 +55,7 @@ def judge(
         _check_output(case, path, sem, t.output, got_output, expected, compared)
         _check_pool(case, path, sem, t.pool, expected, compared)
         if t.inter is not None:
-            _check_intermediate(case, path, t.inter, expected, compared)
+            _check_intermediate(case, path, sem, t.inter, expected, compared)
     except (NonFinite, OutputMismatch, StateMismatch, IntermediateMismatch) as e:
         if hint := _wrap_hint(case, t.pool):  # a wrapped read of the guard below the pool returns its NaN
             raise type(e)(case, e.detail + hint, f"{e.cause}; an int{t.pool.offset_bits} offset there wraps") from None
@@ -116,6 +116,36 @@ def _flat_tokens(x: torch.Tensor, case: Case) -> torch.Tensor:
     return x.reshape(-1, *x.shape[-2:]) if case.op != "prefill" else x
 
 
+def _undefined_requests(case: Case, sem: Semantics) -> list[int]:
+    """Requests whose output, states and intermediate rows the contract leaves undefined, so none is judged: padded
+    rows a "discard" contract drops (a serving engine's padding), and requests that read a scratch slot
+    (Semantics.scratch_slots: SGLang's slot 0, the dummy write target of padded rows), whose starting content is
+    undefined. Only guards and the untouched slots still judge what they did."""
+    discard = sem.pad.read == "discard"
+    return [
+        n
+        for n, (padded, slot) in enumerate(zip(case.padded, case.read_slots))
+        if (padded and discard) or (not padded and slot in sem.scratch_slots)
+    ]
+
+
+def _undefined_slots(case: Case, sem: Semantics) -> set[int]:
+    """Pool slots whose content is undefined after the call: the scratch slots, and the slots that requests starting
+    from one write (their write slot or per-token slots)."""
+    slots = set(sem.scratch_slots)
+    for n in _undefined_requests(case, sem):
+        if not case.padded[n]:
+            slots |= {(case.write_slots or case.read_slots)[n], *(case.token_slots[n] if case.token_slots else ())}
+    return slots
+
+
+def _undefined_rows(case: Case, sem: Semantics) -> set[int]:
+    """Intermediate rows of undefined requests (their explicit row, else their batch row; a padded batch past the
+    scratch puts the requests past it on its last row, SGLang's discard row)."""
+    rows = case.inter_index or range(case.B)
+    return {min(rows[n], case.inter_rows - 1) for n in _undefined_requests(case, sem) if rows[n] >= 0}
+
+
 def _check_output(case, path, sem: Semantics, output: Guarded, got: torch.Tensor, expected: Expected, compared) -> None:
     got_f = _flat_tokens(got, case)
     starts = _token_starts(case)
@@ -136,6 +166,8 @@ def _check_output(case, path, sem: Semantics, output: Guarded, got: torch.Tensor
     judged = torch.ones(got_f.shape[0], dtype=torch.bool, device=got_f.device)
     if padded and sem.pad.read in ("slot0", "skip_untouched"):
         judged[_index(rows_of(padded), got_f)] = False
+    if undefined := _undefined_requests(case, sem):
+        judged[_index(rows_of(undefined), got_f)] = False
     if got is output.view and has_pattern(got_f[judged], "poison").any():
         unwritten = _rows_with(has_pattern(got_f, "poison") & _bcast(judged, got_f))
         raise UnwrittenOutput(
@@ -174,6 +206,7 @@ def _check_pool(case, path, sem: Semantics, pool: Guarded, expected: Expected, c
         and any(w < 0 if case.null < 0 else w <= 0 for w in case.write_slots)
     )
     racing = {0} if redirected else set()  # several padded rows may race on slot 0
+    racing |= _undefined_slots(case, sem)
     changed = pool.changed_rows(sorted(set(range(case.pool)) - written - racing))  # block by block: up to 8 GiB
     if changed:
         wrap = next((w for r in changed if (w := pool.wrapped(r * pool.full.stride(0))) and w.row in written), None)
@@ -203,11 +236,12 @@ def _check_pool(case, path, sem: Semantics, pool: Guarded, expected: Expected, c
         )
 
 
-def _check_intermediate(case, path, inter: Guarded, expected: Expected, compared) -> None:
+def _check_intermediate(case, path, sem: Semantics, inter: Guarded, expected: Expected, compared) -> None:
     exact, model = expected.exact, expected.model
-    rows = sorted(exact.written_rows)
+    undefined = _undefined_rows(case, sem)
+    rows = sorted(exact.written_rows - undefined)
     T = max(case.tokens, default=0)
-    changed = inter.changed_rows(sorted(set(range(case.inter_rows)) - set(rows)))
+    changed = inter.changed_rows(sorted(set(range(case.inter_rows)) - set(rows) - undefined))
     if rows and not bool(has_pattern(inter.view[rows, T:], "poison").all()):
         changed.append(next(r for r in rows if not bool(has_pattern(inter.view[r, T:], "poison").all())))
     if changed:

@@ -21,6 +21,8 @@ from typing import Literal
 
 import torch
 
+from fuzz.model.engines import EDGES
+
 Op = Literal["decode", "verify", "prefill"]
 OPS = ("decode", "verify", "prefill")
 DTYPES = ("fp32", "bf16", "fp16")
@@ -73,6 +75,11 @@ class Case:
     # without the pool's capacity serves the judged call a kernel built for the other pool
     warm_pool: int = 0
     output_given: bool = True  # False: output=None, the library allocates the buffer it returns
+    # vLLM: per request, the accepted count of the previous step; the kernel reads its starting state from
+    # token_slots[n][accepted[n] - 1], which read_slots[n] names (the null slot where the row is skipped: a padded
+    # row, accepted 1, or an out-of-range count, an edge)
+    accepted: tuple[int, ...] | None = None
+    edge: str | None = None  # the contract edge this case probes (fuzz.model.engines.EDGES), None: none
 
     def __post_init__(self):
         if problem := _problem(self):
@@ -133,6 +140,8 @@ class Case:
             (self.null != -1, f"null{self.null}"),
             (self.warm_pool, f"warm{self.warm_pool}"),
             (not self.output_given, "noout"),
+            (self.accepted is not None, f"acc{_l(self.accepted or ())}"),
+            (self.edge is not None, f"edge_{(self.edge or '').replace('-', '_')}"),
         ]
         return "-".join(parts + [text for on, text in opt if on])
 
@@ -248,14 +257,23 @@ def _problem(c: Case) -> str | None:
         and "-" not in str(c.scale)
     ):
         return f"scale={c.scale!r}: expected a finite number > 0 written without '-' (at least 1e-4)"
-    for name, optional in (("read_slots", False), ("seqlens", False), ("write_slots", True), ("inter_index", True)):
+    named_lists = (
+        ("read_slots", False),
+        ("seqlens", False),
+        ("write_slots", True),
+        ("inter_index", True),
+        ("accepted", True),
+    )
+    for name, optional in named_lists:
         if not _int_tuple(getattr(c, name), optional):
             return f"{name}={getattr(c, name)!r}: expected a tuple of integers"
     if not (c.token_slots is None or isinstance(c.token_slots, tuple) and all(map(_int_tuple, c.token_slots))):
         return f"token_slots={c.token_slots!r}: expected a tuple of tuples of integers, [B][T]"
     if not c.read_slots:
         return "slots[]: expected one read slot per request, B >= 1"
-    return _shape_problem(c) or _slot_problem(c) or _buffer_problem(c)
+    if c.edge is not None and c.edge not in EDGES:
+        return f"edge {c.edge!r}: expected one of {', '.join(EDGES)}"
+    return _shape_problem(c) or _slot_problem(c) or _buffer_problem(c) or _accepted_problem(c)
 
 
 def _shape_problem(c: Case) -> str | None:
@@ -311,12 +329,35 @@ def _buffer_problem(c: Case) -> str | None:
         return f"{_inter(c)}: {c.inter_steps} steps for T{c.T} tokens (expected steps >= T)"
     if c.inter_index is None:
         if c.inter_rows < c.B:
+            if c.edge == "pad-past-scratch" and all(c.padded[c.inter_rows - 1 :]):
+                return None  # padded from the extra (last) row on: they write nothing outside the scratch (EDGES)
             return f"{_inter(c)}: {c.inter_rows} rows for B{c.B} requests (each writes its batch row; see rows[...])"
         return None
     if len(c.inter_index) != c.B:
         return f"rows{_l(c.inter_index)}: expected one intermediate row per request, B{c.B} here"
     if outside := [r for r in c.inter_index if r >= c.inter_rows]:
         return f"rows{_l(c.inter_index)}: row {outside[0]} is outside the {c.inter_rows} rows of {_inter(c)}"
+    return None
+
+
+def _accepted_problem(c: Case) -> str | None:
+    """Accepted counts: one per request, with per-token slots; an in-range count of a live row selects its read slot
+    (token_slots[n][accepted[n] - 1]); an out-of-range one (0, or T+1..2T: an edge) leaves the row without a starting
+    state, so it names the null slot (the row is skipped)."""
+    if c.accepted is None:
+        return None
+    token = f"acc{_l(c.accepted)}"
+    if c.token_slots is None:
+        return f"{token}: accepted counts select a per-token slot (tslots[...]), and this case has none"
+    if len(c.accepted) != c.B:
+        return f"{token}: expected one accepted count per request, B{c.B} here"
+    for n, (acc, read, row) in enumerate(zip(c.accepted, c.read_slots, c.token_slots)):
+        if not 0 <= acc <= 2 * c.T:
+            return f"{token}: request {n}'s count {acc} is outside 0..2T ({2 * c.T}; 1..T{c.T} are in range)"
+        if 1 <= acc <= c.T and not c.padded[n] and read != row[acc - 1]:
+            return f"{token}: request {n} reads slot {row[acc - 1]} (tslots column {acc - 1}), not slots[{n}] = {read}"
+        if not 1 <= acc <= c.T and not c.padded[n]:
+            return f"{token}: request {n}'s count {acc} names no starting state: its read slot is the null {c.null}"
     return None
 
 
@@ -335,7 +376,13 @@ _INT_FIELDS = {
     "B": "B",
     "pad": "pad",
 }  # B, pad: derived, checked by parse
-_LISTS = {"slots": "read_slots", "wslots": "write_slots", "seqlens": "seqlens", "rows": "inter_index"}
+_LISTS = {
+    "slots": "read_slots",
+    "wslots": "write_slots",
+    "seqlens": "seqlens",
+    "rows": "inter_index",
+    "acc": "accepted",
+}
 _REQUIRED = {
     "H": "H",
     "HV": "HV",
@@ -352,7 +399,7 @@ _INT_LIST = r"-?\d+(?:,-?\d+)*"
 def _parse_token(tok: str) -> dict:
     if m := re.fullmatch(r"(T|HV|H|K|V|pool|seed|gap|null|warm|B|pad)(\d+)", tok):
         return {_INT_FIELDS[m[1]]: int(m[2])}
-    if m := re.fullmatch(rf"(slots|wslots|seqlens|rows)\[((?:{_INT_LIST})?)\]", tok):
+    if m := re.fullmatch(rf"(slots|wslots|seqlens|rows|acc)\[((?:{_INT_LIST})?)\]", tok):
         return {_LISTS[m[1]]: tuple(int(x) for x in m[2].split(",") if x)}
     if m := re.fullmatch(r"tslots\[((?:-?\d+(?:/-?\d+)*)(?:,-?\d+(?:/-?\d+)*)*)?\]", tok):
         return {"token_slots": tuple(tuple(map(int, r.split("/"))) for r in (m[1] or "").split(",") if r)}
@@ -366,6 +413,8 @@ def _parse_token(tok: str) -> dict:
         return {"layout": tok}
     if tok.startswith("gate_"):
         return {"gate": tok[5:]}
+    if tok.startswith("edge_"):
+        return {"edge": tok[5:].replace("_", "-")}
     if m := re.fullmatch(r"scale(\d+(?:\.\d*)?(?:e\+?\d+)?)", tok):
         return {"scale": float(m[1])}
     if tok == "nol2":

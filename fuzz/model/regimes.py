@@ -1,6 +1,6 @@
 """The value regimes a case's tensors are drawn in: each gate regime's parameters (the Case names the regime,
-fuzz.model.case.GATES) and the per-token magnitudes of q, k and v. fuzz.generate.materialize draws from them;
-fuzz.export.describe prints them."""
+fuzz.model.case.GATES) and the per-token magnitudes of q, k and v. fuzz.generate.materialize draws from them
+(an exported script carries them, with materialize)."""
 
 from __future__ import annotations
 

@@ -45,6 +45,9 @@ class Support:
     wide_offsets: bool = True  # slot offsets past 2^31 elements are drawn (the large-pool test; a known bug masks it)
     gate_regimes: tuple = GATES  # fuzz.model.case gate regimes drawn
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
+    # the serving engine whose glue the target calls (fuzz.model.engines.ENGINES): cases are drawn under its index
+    # rules, with its contract edges now and then; None: a kernel target, drawn over everything it accepts
+    engine: str | None = None
 
     def least_B(self, H: int, T: int) -> int:
         """The smallest batch drawn for H qk heads and T tokens (single_head_min_B, one_token_min_B)."""

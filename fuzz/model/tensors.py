@@ -32,6 +32,11 @@ class Tensors:
     pool: Guarded
     inter: Guarded | None
     output: Guarded
+    # [B] int32, the case's accepted counts (None without). A case with them has its token_slots [B, T] in the middle
+    # of a longer index buffer whose other entries name slot `pool`, the pool's first guard slot: a kernel reading
+    # token_slots[n * T + accepted[n] - 1] for a count outside 1..T reads the neighbour row's slot or that guard
+    # slot (guard NaNs), the same on every device, never memory we do not own (fuzz.generate.materialize).
+    accepted: torch.Tensor | None = None
 
 
 def named_slots(case: Case) -> list[int]:

@@ -34,6 +34,7 @@ from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidI
 from fuzz.judge.oracle import Expected, expected
 from fuzz.judge.verdict import judge
 from fuzz.model.case import Case
+from fuzz.model.engines import EDGES
 from fuzz.model.tensors import Tensors
 from fuzz.run.memory import exclusive_if_heavy
 from fuzz.run.result import CheckResult, Failure
@@ -204,7 +205,13 @@ def _differential(run: Check) -> None:
         return
     run.events.append(f"bucket: {dispatch_bucket(run.target, case)}")
     want = run.expected(t)
-    got = run.call(t)
+    try:
+        got = run.call(t)
+    except RejectedValidInput:
+        if (edge := EDGES.get(case.edge)) is None or edge.expect != "reject":
+            raise
+        run.events.append(f"edge {edge.id}: rejected cleanly, as its contract asks")  # a skip is judged as usual
+        return
     run.verdict(t, got, want)
 
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fuzz.model.case import Case
+from fuzz.model.engines import EDGES
 from fuzz.run.events import Stop
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.result import CheckResult, CrashAttribution, Failure
@@ -414,20 +415,15 @@ class RunReport:
                 "  not judged (the device ran out of memory; no verdict, not a finding): "
                 + ", ".join(f"{name} {n}" for name, n in sorted(unjudged.items()))
             )
-        if self.failures:
-            lines.append(f"  {len(self.failures)} distinct failure(s):")
-            for f in self.failures:
-                state = "minimal" if f.minimal else "NOT minimal (shrink cut off)"
-                alone = (
-                    "; did NOT reproduce when re-run: depends on earlier calls"
-                    if f.reproduced_on_rerun is False
-                    else ""
-                )
-                lines.append(
-                    f"    {f.failure.kind} on {f.target} ({state}, first hit after "
-                    f"{f.first_hit_seconds:.1f} s, "
-                    f"{f.hits} hit(s){alone}): {f.failure.message.splitlines()[0][:300]}"
-                )
+        bugs = [f for f in self.failures if not f.failure.key.edge]
+        if bugs:
+            lines.append(f"  {len(bugs)} distinct failure(s):")
+            lines += [f"    {_failure_line(f)}" for f in bugs]
+        if edges := [f for f in self.failures if f.failure.key.edge]:
+            lines.append(f"  {len(edges)} contract edge(s) (not bugs: calls the engine's contract leaves undefined):")
+            for edge in dict.fromkeys(EDGES[f.failure.key.edge] for f in edges):  # each edge's text once
+                lines.append(f"    {edge.id} ({', '.join(edge.engines)}): {edge.contract}")
+                lines += [f"      {_failure_line(f)}" for f in edges if f.failure.key.edge == edge.id]
         return lines
 
     # ---- JSON ------------------------------------------------------------------------------------------------
@@ -491,6 +487,16 @@ class RunReport:
         for t, p in other.phases.items():
             self.phases[t].update(p)
         self.isolation.update(other.isolation)
+
+
+def _failure_line(f: FailureRecord) -> str:
+    """One distinct failure in the summary: kind, target, how minimal, when first hit, and its message's first line."""
+    state = "minimal" if f.minimal else "NOT minimal (shrink cut off)"
+    alone = "; did NOT reproduce when re-run: depends on earlier calls" if f.reproduced_on_rerun is False else ""
+    return (
+        f"{f.failure.kind} on {f.target} ({state}, first hit after {f.first_hit_seconds:.1f} s, "
+        f"{f.hits} hit(s){alone}): {f.failure.message.splitlines()[0][:300]}"
+    )
 
 
 def parts(path: str | Path) -> dict[str, Path]:

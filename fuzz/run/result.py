@@ -89,8 +89,8 @@ class Failure:
 
     @property
     def key(self) -> FailureKey:
-        """The failure's identity: kind x dispatch bucket x cause."""
-        return FailureKey.of(self.kind, self.bucket, self.cause)
+        """The failure's identity: kind x dispatch bucket x cause (x the contract edge its case probes)."""
+        return FailureKey.of(self.kind, self.bucket, self.cause, self.case.edge or "")
 
     @property
     def message(self) -> str:

@@ -179,6 +179,14 @@ class Options:
         help="known-bug masks (fuzz/model/known_bugs.py): 'release' masks the bugs known for the installed "
         "release (default), 'all' every known bug (the upgrade gate), 'none' none (hunting)",
     )
+    edges: str = option(
+        "report",
+        "--gdn-edges",
+        choices=("report", "fail"),
+        help="failures on a contract edge of a serving engine (fuzz/model/engines.py EDGES: a call the engine nearly "
+        "makes, which its contract leaves to reject or skip): 'report' lists them in the summary and the report "
+        "under their own heading and passes the test (default), 'fail' fails it as a bug does",
+    )
     db: str | None = option(
         None,
         "--gdn-db",

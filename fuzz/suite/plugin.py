@@ -245,7 +245,7 @@ def pytest_generate_tests(metafunc):
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
     """A fuzz test runs in rounds (fuzz.suite.session, fuzz.suite.rounds); its distinct failures fail it with one line
-    each."""
+    each, but for those on a contract edge unless --gdn-edges fail (the run summary lists them)."""
     fn, config = pyfuncitem.obj, pyfuncitem.config
     if getattr(fn, "gdn", None) is None or (session := _session(config)) is None:
         return None
@@ -265,6 +265,9 @@ def pytest_pyfunc_call(pyfuncitem):
         for record in found:
             record.corpus = str(save_failure(directory, target, record.failure, session.report.environment))
             session.new_corpus.append(record.corpus)
+    found = [r for r in found if session.options.edges == "fail" or not r.failure.key.edge]  # edges: the summary's
+    if not found:
+        return True
     first = found[0].failure  # the FAILED line of pytest's short summary shows this one
     lines = [
         f"{first.kind}: {first.message.splitlines()[0][:400]}",

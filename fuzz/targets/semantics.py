@@ -31,6 +31,9 @@ class Semantics:
     output:          output dtype: "q" / "v" (that input's dtype) or a fixed dtype name.
     norm_as_input:   l2-normalized q, k rounded to the input dtype before the kernel.
     products_as_input: the state products run on tensor cores in the input dtype (Precision.products).
+    scratch_slots:   pool slots whose content is undefined after a call (SGLang's reserved slot 0, the dummy write
+                     target of padded rows): the untouched-slot check skips them, and a request reading one starts
+                     from undefined content, so its row is not judged either.
     """
 
     pad: PadContract = PadContract()
@@ -42,6 +45,7 @@ class Semantics:
     norm_as_input: bool = False
     products_as_input: bool = False
     bf16_truncates: bool = False  # set for Triton kernels run by the CPU interpreter (see Precision)
+    scratch_slots: tuple[int, ...] = ()
     why: str = ""
 
     def output_dtype(self, case) -> torch.dtype:

@@ -25,6 +25,9 @@ from tests.child_pytest import QUIET, python_run
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "decode-B2-T1-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed7-slots[3,-1]"
 VERIFY = "verify-B2-T2-H1-HV1-K8-V8-pool9-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]"
+VLLM = VERIFY.replace("slots[0,1]", "slots[2,4]-tslots[2/3,4/5]-null0")
+VLLM_PADDED = VLLM.replace("pad0", "pad1").replace("slots[2,4]", "slots[3,0]").replace("4/5", "0/0")
+VLLM_SKIPPED = VLLM_PADDED.replace("pad1", "pad2").replace("slots[3,0]", "slots[0,0]")  # row 0 too: an edge row
 PREFILL = "prefill-B2-T2-H1-HV1-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]"
 MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"
 
@@ -293,6 +296,16 @@ BAD_COORDINATES = {
     "garbage in a list": (BASE.replace("slots[3,-1]", "slots[3,a]"), "unknown token 'slots[3,a]'"),
     "scale that is no number": (BASE + "-scalefoo", "unknown token 'scalefoo'"),
     "zero scale": (BASE + "-scale0.0", "scale=0.0"),
+    "unknown edge": (BASE + "-edge_cliff", "edge 'cliff': expected one of pad-past-scratch"),
+    "accepted counts without token slots": (VERIFY + "-acc[1,1]", "acc[1,1]: accepted counts select a per-token slot"),
+    "accepted counts for another B": (VLLM + "-acc[1]", "acc[1]: expected one accepted count per request, B2"),
+    "accepted count that reads another slot": (VLLM + "-acc[2,1]", "request 0 reads slot 3 (tslots column 1)"),
+    "out-of-range count with a live read slot": (VLLM + "-acc[0,1]", "count 0 names no starting state"),
+    "accepted count past 2T": (
+        VLLM_SKIPPED + "-acc[5,1]",
+        "count 5 is outside 0..2T",
+    ),
+    "scratch short of a live row": (VERIFY + "-inter1x2+0-edge_pad_past_scratch", "1 rows for B2 requests"),
 }
 
 
@@ -355,6 +368,13 @@ def test_from_json_refuses_what_is_no_case(data, message):
         VERIFY.replace("T2", "T1"),  # verify with one token
         "prefill-B2-T0-H1-HV1-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]-seqlens[0,0]",
         BASE + "-scale0.25-warm3-gap1-nol2-noupdate",
+        VLLM + "-acc[1,1]",  # accepted counts select the read slot (tslots column count - 1)
+        VLLM_PADDED + "-acc[2,1]",  # a padded row: the null slot in every column, accepted 1
+        VLLM_SKIPPED + "-acc[0,1]-edge_accepted_zero",  # a skipped edge row: null
+        VLLM_SKIPPED + "-acc[3,1]-edge_accepted_past_T",
+        VERIFY.replace("B2", "B3").replace("pad0", "pad2").replace("slots[0,1]", "slots[1,-1,-1]")
+        + "-inter2x2+0-edge_pad_past_scratch",  # the padded tail past a scratch of 2 rows
+        BASE.replace("slots[3,-1]", "slots[0,-1]") + "-edge_slot_zero",
     ],
 )
 def test_structural_choices_stay_valid_cases(coordinate):

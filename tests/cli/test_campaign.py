@@ -299,3 +299,17 @@ def test_a_k_among_the_pytest_arguments_narrows_the_family_instead_of_replacing_
         ["-p", "no:warnings"],
     )
     assert selected("fla-", ["--gdn-isolate"]) == ("(fla-)", ["--gdn-isolate"])
+
+
+def test_a_failure_on_a_contract_edge_is_tabled_as_one_not_as_a_bug():
+    """CONTRACT EDGE in the triage column with the edge's contract text, its own row in the by-bug table and a count
+    apart (fuzz.model.engines.EDGES); a run without edges tables as before (tests/cli/test_pinned_outputs.py)."""
+    from fuzz.model.engines import EDGES
+
+    edge = dict(hit(SMALL + "-edge_pad_past_scratch", 1.5, 4), key=hit(SMALL, 1, 1)["key"] + " | edge pad-past-scratch")
+    row = {**ROW, "failures": [hit(OTHER, 2.5, 17), edge]}
+    lines = campaign_tables.markdown([row], campaign_tables.Settings("ci", 5, "none", "1")).splitlines()
+    assert any(f"CONTRACT EDGE pad-past-scratch ({EDGES['pad-past-scratch'].contract})" in line for line in lines)
+    assert "1 of them on a contract edge (CONTRACT EDGE: not bugs, counted apart below)" in lines
+    assert any(line.startswith("| CONTRACT EDGE pad-past-scratch | 1 | StateMismatch |") for line in lines), lines
+    assert any(line.startswith("| NEW | 1 | StateMismatch |") for line in lines)

@@ -424,3 +424,21 @@ def test_without_matplotlib_the_gate_says_so_before_either_side_runs(tmp_path, c
         "gdn-fuzz gate: error: its report needs matplotlib: pip install 'gdn-fuzz[gate]'"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_a_new_failure_on_a_contract_edge_is_counted_apart_and_passes_the_gate(tmp_path):
+    """An edge finding (fuzz.model.engines.EDGES) is no bug: the gate lists it and its count apart, and passes."""
+    from fuzz.cli.gate_report import markdown, write_junit
+
+    edge = failure("OutputMismatch", "output error above the bound", CASE2 + "-edge_slot_zero")
+    rows = gate.compare(side("baseline"), side("candidate", [edge]))
+    plan = gate.Plan("ci", ("flashinfer",))
+    result = gate.Result([side("baseline"), side("candidate", [edge])], plan, rows, [], (0, 0, 0), tmp_path)
+    assert [r.status for r in rows] == ["new"] and rows[0].finding.edge == "slot-zero"
+    assert result.passed and not result.of("new") and result.of("new", edges=True) == rows
+    text = markdown(result)
+    assert text.startswith("## gdn-fuzz gate: ✅ PASS: no new failure\n"), text
+    assert "| fuzz failures | 0 | 0 | 0 | 0 |" in text and "| contract edges (not bugs) | 1 | 0 | 0 | 0 |" in text
+    assert "### Contract edges (not bugs; they never fail the gate)" in text
+    write_junit(tmp_path / "gate.xml", result, "summary")
+    assert ET.parse(tmp_path / "gate.xml").getroot().get("failures") == "0"

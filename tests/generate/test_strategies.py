@@ -11,6 +11,7 @@ from fuzz.generate.profiles import BUDGETS
 from fuzz.generate.strategies import cases, large_buckets, large_plan
 from fuzz.model import dispatch
 from fuzz.model.case import Case
+from fuzz.model.engines import ENGINES, edges_for
 from fuzz.model.known_bugs import BY_ID
 from fuzz.model.support import Support
 from fuzz.targets.registry import TARGETS, overridden
@@ -243,3 +244,124 @@ def test_a_seed_draws_the_same_cases_whatever_else_was_imported(tmp_path, monkey
 
     importlib.import_module("gdn_many_constants")
     assert _stream("flashinfer-mtp-fp32", "verify") == before
+
+
+# --- engine targets: the engines' index rules and their contract edges (fuzz.model.engines) -------------------------
+class EngineView:
+    """A TargetView of a glue target of `engine` (no adapter: the strategies read only this)."""
+
+    path = "test.engine"
+
+    def __init__(self, engine: str, **support):
+        self.name = f"fake-{engine}"
+        self.support = Support(ops=frozenset({"decode", "verify"}), engine=engine, **support)
+
+    def release(self):
+        return None
+
+    def declared(self, bugs=()):
+        return self.support
+
+    def semantics(self):
+        from fuzz.targets.semantics import Semantics
+        from reference import PadContract
+
+        return Semantics(pad=PadContract("negative" if ENGINES[self.support.engine].null < 0 else "zero", "discard"))
+
+    def offset_bits(self):
+        return 32
+
+
+SGLANG_VIEW = EngineView("sglang", intermediate=True, no_update=True, strided_pool=True)
+VLLM_VIEW = EngineView("vllm", token_slots=True)
+
+
+def _live(c: Case) -> list[int]:
+    return [n for n, p in enumerate(c.padded) if not p]
+
+
+ENGINE_CLASSES = {
+    "sglang: -1 padding at the tail": (SGLANG_VIEW, "decode", lambda c: c.B >= 2 and c.read_slots[-1] == -1),
+    "sglang: the last slot named": (SGLANG_VIEW, "decode", lambda c: c.pool >= 4 and c.pool - 1 in c.read_slots),
+    "sglang: a verify scratch of spec_size + 1 rows past the batch": (
+        SGLANG_VIEW,
+        "verify",
+        lambda c: c.inter_rows > c.B >= 2 and not c.update and c.edge is None,
+    ),
+    "vllm: null-block padding at the tail, accepted 1": (
+        VLLM_VIEW,
+        "verify",
+        lambda c: c.T >= 2 and c.read_slots[-1] == 0 and c.token_slots[-1] == (0,) * c.T and c.accepted[-1] == 1,
+    ),
+    "vllm: an accepted count that reads an inner column": (
+        VLLM_VIEW,
+        "verify",
+        lambda c: any(1 < c.accepted[n] < c.T for n in _live(c)),
+    ),
+    "vllm: the last slot named": (
+        VLLM_VIEW,
+        "verify",
+        lambda c: c.pool >= 6 and any(c.pool - 1 in row for row in c.token_slots),
+    ),
+    **{
+        f"{view.support.engine} {op}: edge {edge.id}": (view, op, lambda c, e=edge.id: c.edge == e)
+        for view in (SGLANG_VIEW, VLLM_VIEW)
+        for op in ("decode", "verify")
+        for edge in edges_for(view.support.engine, op)
+    },
+}
+
+
+@pytest.mark.parametrize("drawn", ENGINE_CLASSES, ids=lambda s: s.replace(" ", "_"))
+def test_engine_targets_draw_each_class_and_each_edge(drawn):
+    view, op, predicate = ENGINE_CLASSES[drawn]
+    found = find(cases(view, op, BUDGETS["ci"]), predicate, settings=FIND)
+    assert predicate(found) and Case.parse(repr(found)) == found
+
+
+@pytest.mark.parametrize("view", [SGLANG_VIEW, VLLM_VIEW], ids=lambda v: v.support.engine)
+@pytest.mark.parametrize("op", ["decode", "verify"])
+@settings(max_examples=80, database=None, suppress_health_check=list(HealthCheck), deadline=None)
+@given(data=st.data())
+def test_engine_cases_keep_the_engines_rules(view, op, data):
+    """Live slots in 1..pool-1, distinct, padded rows (the engine's null) only after the live ones; vLLM: T slots a
+    request, the read slot the accepted count's column, padded rows null in every column with accepted 1; SGLang's
+    verify: no update, a scratch by batch row with a row per batched request. An edge case breaks only its edge."""
+    c = data.draw(cases(view, op, BUDGETS["ci"]))
+    engine = ENGINES[view.support.engine]
+    assert Case.parse(repr(c)) == c and c.null == engine.null
+    assert c.edge is None or c.edge in {e.id for e in edges_for(engine.name, op)}
+    rows = c.token_slots or tuple((s,) for s in c.read_slots)
+    live = [n for n, row in enumerate(rows) if any(s != engine.null for s in row)]  # an edge row is a request too
+    inner = [n for n in range(max(live, default=-1)) if n not in live]
+    # padding only at the tail, a live request first; but vLLM's one-column request named on the null slot (slot-zero)
+    # is a null row like padding
+    assert (live and live[0] == 0 and not inner) or (c.edge == "slot-zero" and c.T == 1 and len(inner) <= 1), c
+    named = [s for n in live for s in rows[n]]
+    if c.edge == "slot-zero":
+        named = [s for s in named if s != 0]
+    assert all(1 <= s < c.pool for s in named) and len(set(named)) == len(named)
+    if engine.accepted:
+        assert c.token_slots is not None and len(c.accepted) == c.B
+        for n, (acc, read, row) in enumerate(zip(c.accepted, c.read_slots, c.token_slots)):
+            if n not in live:
+                assert row == (0,) * c.T and acc == 1 and read == 0
+            elif 1 <= acc <= c.T:
+                assert read == row[acc - 1]
+            else:
+                assert c.edge in ("accepted-zero", "accepted-past-T") and read == 0
+        assert sum(not 1 <= a <= c.T for a in c.accepted) == (c.edge in ("accepted-zero", "accepted-past-T"))
+        assert sum(s == 0 for n in live for s in c.token_slots[n]) == (c.edge == "slot-zero" and c.T > 1)
+    else:
+        assert c.token_slots is None and c.accepted is None
+        assert sum(s == 0 for s in c.read_slots) == (c.edge == "slot-zero")
+    if engine.scratch_rows and op == "verify":
+        assert not c.update and c.inter_index is None and c.inter_rows >= len(live) + 1
+        assert (c.inter_rows < c.B) == (c.edge == "pad-past-scratch")
+
+
+def test_kernel_targets_draw_no_engine_fields():
+    """A target without an engine draws what it drew before the engines came: no accepted counts, no edges."""
+    for name, op in (("flashinfer-mtp-fp32", "verify"), ("sglang-sigmoid", "verify"), ("fla-recurrent", "decode")):
+        with pytest.raises(Exception, match="No examples"):
+            find(cases(BY_NAME[name], op, BUDGETS["ci"]), lambda c: c.accepted or c.edge, settings=FIND)

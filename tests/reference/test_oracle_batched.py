@@ -41,7 +41,7 @@ MODELS = {
     "f32-products-bf16": (Precision(compute=F32, products=BF16), F32),
     "flashinfer-bf16": (Precision(compute=F32, inputs=BF16, state_each_step=True, output=BF16), BF16),
 }
-READS = ("skip_zero", "skip_untouched", "slot0", "zero_state")
+READS = ("skip_zero", "skip_untouched", "slot0", "zero_state", "discard")
 PAD_INDICES = {"negative": (-1, -3), "zero": (0, -1)}
 
 
@@ -342,7 +342,7 @@ def test_never_reads_padded_or_unreferenced_slots(read, sentinel):
     slots = torch.tensor([null, 3, null, 6])
     keep = {3, 6} | ({0} if read == "slot0" else set())
     pool[[s for s in range(8) if s not in keep]] = float("nan")
-    if read in ("skip_zero", "skip_untouched"):
+    if read in ("skip_zero", "skip_untouched", "discard"):
         for x in (q, k, v, gates.a, gates.b):
             x[[0, 2]] = float("nan")
     inter = torch.zeros(4, 3, *pool.shape[1:], dtype=F64)

@@ -12,7 +12,7 @@ from reference import PadContract, mtp_verify
 # (sentinel, a padded index under it); real slots are >= 1 so they are real under both sentinels.
 PADS = [("negative", -1), ("negative", -3), ("zero", 0), ("zero", -1)]
 PAD_IDS = [f"{s}[{i}]" for s, i in PADS]
-READS = ["skip_zero", "skip_untouched", "slot0", "zero_state"]
+READS = ["skip_zero", "skip_untouched", "slot0", "zero_state", "discard"]
 WRITES = ["skip", "slot0"]
 MARK = 7.0
 
@@ -80,8 +80,8 @@ def test_padded_read_slot(read, sentinel, pad_index, write):
     real = verify(replace(case, q=q, k=k, v=v, gates=gates, slots=case.slots[[0, 2]]))
     assert torch.equal(res.output[[0, 2]], real.output)  # real rows are unaffected by the padded one
     assert torch.equal(res.pool[[2, 4]], real.pool[[2, 4]])
-    if read in ("skip_zero", "skip_untouched"):  # no state read or write, no scratch write
-        assert bool((res.output[1] == (0.0 if read == "skip_zero" else MARK)).all())
+    if read in ("skip_zero", "skip_untouched", "discard"):  # no state read or write, no scratch write
+        assert bool((res.output[1] == (0.0 if read == "skip_zero" else MARK)).all())  # discard: undefined, kept
         assert bool((res.intermediate[1] == MARK).all())
         written, rows = {2, 4}, {0, 2}
     else:  # computed from slot 0 or from a zero state; only slot0 writes back, and to slot 0

@@ -218,5 +218,5 @@ def test_a_hypofuzz_worker_reports_each_test_it_fuzzes_as_hypofuzz_switches_to_i
     Progress([watch], stream).update()
     [line] = stream.getvalue().splitlines()
     assert re.fullmatch(
-        r"worker 0 \[1/2 0:00\] running test_decode\[sglang-recurrent\]: 10 examples(, [\d.]+/s)?", line
-    ), line
+        r"worker 0 \[1/2 0:00\] running test_decode\[sglang-\S*current\]: 10 examples(, [\d.]+/s)?", line
+    ), line  # a fast machine's rate (10000.7/s) leaves the 80 columns no room for the whole id: its middle gives way

@@ -1,0 +1,78 @@
+"""How each target's library call reads in an exported script: what the call's result is named, the output judged,
+what the adapter does after the call, the expressions its arguments are built by, and what makes the library
+importable. fuzz.export.top writes the call from the recorded one (fuzz.export.recording) with these.
+
+A target supplies its own Snippet by defining `export_snippet(case) -> Snippet`: the extension point for targets
+whose call is not one of the families below (the serving-glue targets: their snippet imports the engine's module,
+with `loader` naming the gdn-fuzz function, such as fuzz.targets.sglang_glue_loader's, that makes it importable
+without the serving stack; the script embeds that function verbatim and calls it first).
+
+Format fields in the strings: {B}, {T}, {H}, {HV}, {K}, {V} of the case and {N}, its number of token rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fuzz.model.case import Case
+from fuzz.targets.base import Target
+
+SGLANG_LOADER = ("fuzz.targets.sglang_loader", "load_sglang_kernels")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """One target's call in a script's top (module doc)."""
+
+    returns: str = "out"  # the left side of the call ("" where the result is not used)
+    output: str = "out"  # the output the script judges, an expression over the top's names
+    after: tuple[str, ...] = ()  # statements the adapter runs after the call, over the top's names
+    expressions: tuple[str, ...] = ()  # candidates for tensor arguments beyond the generic ones (fuzz.export.top)
+    helpers: tuple[tuple[str, str], ...] = ()  # (module, function) of gdn-fuzz's those expressions call: embedded
+    loader: tuple[str, str] | None = None  # (module, function) of gdn-fuzz's called before the import: embedded
+    module: str | None = None  # where the function is imported from (default: the recorded call's module)
+
+
+class NotExportable(ValueError):
+    """The target's call cannot be written as one library call from its recording (the message says why)."""
+
+
+def snippet(target: Target, case: Case) -> Snippet:
+    """The target's own export_snippet, else its family's row below."""
+    own = getattr(target, "export_snippet", None)
+    if own is not None:
+        return own(case)
+    family, path = target.family.name, target.path
+    if len(target.needs) > 1:
+        raise NotExportable(
+            f"{target.name} makes {len(target.needs)} library calls ({', '.join(target.needs)}): its script needs an "
+            "export_snippet of its own"
+        )
+    if family == "flashinfer":
+        prefill = ("torch.exp(g)", "l2normalized(q)", "l2normalized(k)") if case.op == "prefill" else ()
+        helpers = (("fuzz.targets.flashinfer", "l2normalized"),) if case.op == "prefill" else ()
+        return Snippet(returns="out, _", expressions=prefill, helpers=helpers)
+    if family == "sglang" and path == "sglang.packed_decode":
+        return Snippet(
+            returns="",
+            output="output",
+            expressions=(
+                "torch.cat([q.reshape({B}, -1), k.reshape({B}, -1), v.reshape({B}, -1)], dim=1)",
+                "a[:, 0].contiguous()",
+                "b[:, 0].contiguous()",
+            ),
+            loader=SGLANG_LOADER,
+        )
+    if family == "sglang":
+        return Snippet(output="out.reshape({B}, {T}, {HV}, {V})", loader=SGLANG_LOADER)
+    if family == "fla":
+        return Snippet(
+            returns="out, final",
+            output="out.squeeze(0)" if case.op == "prefill" else "out",
+            after=("pool[slots.long()] = final.to(pool.dtype)  # fla returns the final state: into the pool",)
+            if case.update
+            else (),
+            expressions=("pool[slots.long()]", "cu_seqlens.long()", "a.unsqueeze(0)", "b.unsqueeze(0)"),
+            module="fla.ops.gated_delta_rule",
+        )
+    raise NotExportable(f"{target.name}: no export snippet for the {family} family")
