@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.cli.campaign_tables import RunRow, Settings, markdown
+from fuzz.cli.earlier import keep_results
 from fuzz.cli.parser import Parser
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import events, installation
+from fuzz.run.paths import unwritable_dir
 from fuzz.run.progress import Progress, Watch, events_file
 from fuzz.run.report import LoggedFailure, RunReport, live_log
 from fuzz.run.report import load as load_report
@@ -177,6 +179,8 @@ def _check(args, wheres: list[installation.Installation]) -> None:
     ):
         if not ok:
             raise ValueError(f"{name} {value if isinstance(value, str) else f'{value:g}'}: expected {expected}")
+    if why := unwritable_dir(args.out):
+        raise ValueError(f"--out {args.out}: {why}")
     if args.resume and not args.resume.is_dir():
         raise ValueError(f"--resume {args.resume}: no such directory (an earlier campaign's --out)")
     if args.resume and args.resume.resolve() == args.out.resolve():
@@ -250,6 +254,7 @@ def main(argv: list[str]) -> int:
         p.error(str(e))
     args.out.mkdir(parents=True, exist_ok=True)
     jobs = [Job(w, f, args.out) for w in wheres for f in args.families]
+    keep_results(args.out, ("summary.json", "summary.md", *(f"{job.name}[.-]*" for job in jobs)), "campaign")
     watches = [Watch.of(job.name, args.out) for job in jobs]
     with ThreadPoolExecutor(len(jobs)) as pool, Progress(watches) as progress:
         futures = [pool.submit(run_job, job, args, watch) for job, watch in zip(jobs, watches)]
