@@ -17,6 +17,7 @@ from fuzz.cli.parser import Parser
 from fuzz.generate.profiles import PROFILES
 from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run import warm
+from fuzz.suite import device
 
 
 def main(argv: list[str]) -> int:
@@ -49,8 +50,10 @@ def main(argv: list[str]) -> int:
     if not budget.plan_size:
         print(f"gdn-fuzz warm: the {args.profile} profile draws its buckets freely, with no plan to compile ahead")
         return 0
-    if budget.device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    try:  # the Triton interpreter on a CPU profile; a GPU profile where torch sees none: one line, before any work
+        device.prepare(PROFILES[args.profile], "--profile")
+    except ValueError as e:
+        p.refuse(str(e))
     from fuzz.run import kernel_cache
 
     try:
