@@ -114,11 +114,25 @@ def test_gpu_profile_without_cuda_is_one_line():
     assert "runs on a CUDA GPU" in one_line(proc)
 
 
+def test_warm_on_a_gpu_profile_without_cuda_is_one_line():
+    """It used to be a traceback, after 34 s of loading the targets."""
+    proc = run("-m", "fuzz", "warm", "--profile", "h200", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert one_line(proc).startswith("gdn-fuzz warm: error: --profile=h200 runs on a CUDA GPU, and torch")
+
+
 def test_sanitize_without_compute_sanitizer_stops_the_run_before_the_first_test():
     """It used to pass unnoticed until the first crash, whose replay then raised FileNotFoundError."""
     proc = pytest_run("fuzz/", "--hypothesis-profile=ci", "--gdn-sanitize", env={"PATH": "/nonexistent"})
     assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "--gdn-sanitize: needs compute-sanitizer (the CUDA toolkit's) on PATH" in one_line(proc)
+
+
+def test_sanitize_command_without_compute_sanitizer_is_one_line():
+    """It used to be a FileNotFoundError traceback, after drawing the cases."""
+    proc = run("-m", "fuzz", "sanitize", "fla-recurrent", BASE, env={"PATH": "/nonexistent"})
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert one_line(proc) == "gdn-fuzz sanitize: error: needs compute-sanitizer (the CUDA toolkit's) on PATH"
 
 
 @pytest.mark.parametrize(
