@@ -191,15 +191,20 @@ def _check_corpus(options: Options) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
-    """--gdn-events: written by the process that runs the tests (not an xdist controller: its workers do)."""
+    """The progress events, in the process that runs the tests (not an xdist controller: its workers do): to
+    --gdn-events, and to the run's live progress on its terminal or in its log (fuzz.suite.live)."""
     run, config = _session(session.config), session.config
-    if run is None or not (path := run.options.events) or config.pluginmanager.has_plugin("dsession"):
+    if run is None or config.pluginmanager.has_plugin("dsession"):
         return
     from fuzz.run.events import EventLog, path_for
     from fuzz.suite.event_hooks import TestEvents
+    from fuzz.suite.live import LiveProgress
 
+    path, live = run.options.events, LiveProgress.of(config)
+    if not path and live is None:
+        return
     worker = getattr(config, "workerinput", {}).get("workerid")
-    run.events = EventLog(path_for(path, worker))
+    run.events = EventLog(path_for(path, worker) if path else None, live.add if live else None)
     config.pluginmanager.register(TestEvents(config, run), "gdn_fuzz_events")
 
 
