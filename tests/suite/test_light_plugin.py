@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.child_pytest import python_run
 
 ROOT = Path(__file__).resolve().parents[2]
 NEVER = {"torch", "numpy", "triton"}
@@ -33,30 +33,17 @@ def imported(tmp_path: Path, *plugins: str) -> set[str]:
     (tmp_path / "gdn_probe.py").write_text(PROBE)
     (tmp_path / "test_theirs.py").write_text("def test_theirs():\n    assert True\n")
     out = tmp_path / "modules.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "_hypothesis_pytestplugin",
-            *(arg for plugin in plugins for arg in ("-p", plugin)),
-            "-p",
-            "gdn_probe",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    plugins = [arg for plugin in ("_hypothesis_pytestplugin", *plugins, "gdn_probe") for arg in ("-p", plugin)]
+    proc = python_run(
+        *("-m", "pytest", "-q", *plugins, "-p", "no:cacheprovider"),
         env={
             **os.environ,
             "PYTHONPATH": os.pathsep.join((str(tmp_path), str(ROOT))),
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             "MODULES_OUT": str(out),
         },
+        cwd=tmp_path,
+        timeout=300,
     )
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     return set(json.loads(out.read_text()))
