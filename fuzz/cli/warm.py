@@ -50,13 +50,10 @@ def main(argv: list[str]) -> int:
     if not budget.plan_size:
         print(f"gdn-fuzz warm: the {args.profile} profile draws its buckets freely, with no plan to compile ahead")
         return 0
-    try:  # the Triton interpreter on a CPU profile; a GPU profile where torch sees none: one line, before any work
-        device.prepare(PROFILES[args.profile], "--profile")
-    except ValueError as e:
-        p.refuse(str(e))
     from fuzz.run import kernel_cache
 
-    try:
+    try:  # the Triton interpreter on a CPU profile, a GPU on a GPU profile (one line, before any work), the cache
+        device.prepare(PROFILES[args.profile], "--profile")
         cache = kernel_cache.configure(args.kernel_cache)
     except ValueError as e:
         p.refuse(str(e))
