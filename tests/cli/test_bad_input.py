@@ -248,6 +248,10 @@ CLI_ERRORS = {
     "export of a bad coordinate": (["export", BASE.replace("T1", "T4"), "--target", "fla-recurrent"], "decode with T4"),
     "probe of an unknown target": (["probe", BASE, "--target", "nosuch"], "unknown target nosuch"),
     "sanitize of an unknown target": (["sanitize", "nosuch", BASE], "gdn-fuzz sanitize: error: unknown target nosuch"),
+    "sanitize into a directory": (  # it used to fail as it wrote, after every case had run under the sanitizer
+        ["sanitize", "fla-recurrent", BASE, "--out", str(ROOT)],
+        f"gdn-fuzz sanitize: error: --out {ROOT}: a directory; give a file name in it",
+    ),
     "probe with a bad grid": (["probe", BASE, "--grid", "B=0"], "--grid B=0: NAME is one of B, H, G, T"),
     "probe with a bad module": (["probe", BASE, "--module", "fla"], "--module 'fla': expected FAMILY=module.path"),
     "export of a missing corpus file": (["export", "/nonexistent.json"], "/nonexistent.json: not readable JSON"),
