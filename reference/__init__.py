@@ -3,7 +3,7 @@
 from reference.batched import SparseResult, batched_decode, batched_prefill, batched_verify, to_pool_result
 from reference.contracts import EXACT, PadContract, Precision
 from reference.gates import LogGates, RawGates
-from reference.ops import PoolResult, commit, decode, mtp_verify, prefill
+from reference.ops import PoolResult, commit, decode, prefill, verify
 from reference.recurrence import gate_values, l2normalize, run_sequence, softplus
 
 __all__ = [
@@ -13,7 +13,7 @@ __all__ = [
     "PoolResult",
     "commit",
     "decode",
-    "mtp_verify",
+    "verify",
     "prefill",
     "LogGates",
     "RawGates",

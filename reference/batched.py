@@ -64,7 +64,7 @@ import torch
 
 from reference.checks import intermediate_inputs, offsets, one_token, packed_inputs, pool_inputs, verify_inputs
 from reference.contracts import PadContract
-from reference.ops import PoolResult, decode, mtp_verify, prefill
+from reference.ops import PoolResult, decode, prefill, verify
 from reference.recurrence import gate_values, l2normalize
 
 
@@ -135,11 +135,11 @@ def batched_decode(q, k, v, gates, pool, read_slots, **options) -> SparseResult:
     return batched_verify(q, k, v, gates, pool, read_slots, **options)
 
 
-@_like(mtp_verify)
+@_like(verify)
 def batched_verify(
     q, k, v, gates, pool, read_slots, *, precision, disable_state_update, token_slots, output, **serving
 ) -> SparseResult:
-    """reference.ops.mtp_verify, batched: T tokens per request (shapes in the module doc).
+    """reference.ops.verify, batched: T tokens per request (shapes in the module doc).
 
     intermediate [R, steps, HV, ...]: the state after step t of request n goes to row intermediate_rows[n]
         (default: the batch row n; -1 = none), returned as SparseResult.rows / row_states.

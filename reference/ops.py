@@ -65,7 +65,7 @@ def decode(
 ) -> PoolResult:
     """One token per request (T = 1), state written back to the pool. Shapes as in the module doc."""
     one_token(q)
-    return mtp_verify(
+    return verify(
         q,
         k,
         v,
@@ -82,7 +82,7 @@ def decode(
     )
 
 
-def mtp_verify(
+def verify(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,

@@ -1,8 +1,14 @@
-"""Planted bugs for the fuzzer's self-test: each mutant is the correct FlashInfer CPU stand-in with ONE
-seam broken the way a shipped kernel broke it. Module-level instances are override specs:
-`overridden({"flashinfer": "tests.mutants:unguarded_pad_slot"})`."""
+"""Planted bugs for the fuzzer's self-test, each with ONE seam broken the way shipped code broke it; module-level
+instances are override specs. Two kinds:
+- kernel mutants: the correct FlashInfer CPU stand-in with one defect (`overridden({"flashinfer":
+  "tests.mutants:unguarded_pad_slot"})`; tests/suite/test_mutants.py);
+- serving-glue mutants: the installed engine code with one index defect in its Python, its Triton kernels the real
+  ones (`--gdn-target sglang-glue=tests.mutants:glue_pad_wrapped_onto_last_slot`, `vllm=tests.mutants:...`;
+  tests/suite/test_glue_mutants.py). They declare INSTALLED_TRITON, so the interpreter's semantics row still holds."""
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -277,3 +283,142 @@ wide_vec_skips_write_back = WideVecSkipsWriteBack()
 inter_shape_left_out_of_key = InterShapeLeftOutOfKey()
 
 MUTANTS = {name: obj for name, obj in globals().items() if isinstance(obj, FlashInferCPU)}
+
+
+# ---- serving-glue index mutants --------------------------------------------------------------------------------------
+# Each is an `sglang-glue` override (`--gdn-target sglang-glue=tests.mutants:NAME`, fuzz/targets/sglang_glue.py's
+# override contract): SGLang's real TritonGDNKernel with ONE defect mixed in, found by the fuzz tests of the
+# sglang-glue-triton target (tests/suite/test_glue_mutants.py). The Triton glue's real calls have none of these
+# defects, so what is found is the mutant (the SM90 FlashInfer glue's real sentinel wrap is a known bug of its own).
+class GlueMutant:
+    """An sglang-glue override object: `TritonGDNKernel` is the installed glue class with `defect` (a class whose
+    methods wrap the real ones through super()) mixed in. Built on first use: the real class comes from the wheel
+    (fuzz.targets.sglang_glue_loader imports triton, which the CPU profile must configure first)."""
+
+    INSTALLED_TRITON = (
+        True  # the real glue's Triton kernels run beneath the defect (TritonTarget.runs_installed_triton)
+    )
+
+    def __init__(self, defect: type):
+        self.defect = defect
+
+    @functools.cached_property
+    def TritonGDNKernel(self) -> type:  # the glue's class name, as the override contract reads it
+        from fuzz.targets.sglang_glue_loader import load_sglang_glue
+
+        return type(self.defect.__name__, (self.defect, load_sglang_glue().TritonGDNKernel), {})
+
+
+class GatheredDecode:
+    """Decode through a gather and a scatter in Python, as SGLang's SM90 FlashInfer decode does (state_batch =
+    ssm_states[cache_indices], then ssm_states[cache_indices] = new_state: gdn_flashinfer.py:461, 475): the kernel
+    runs on the batch's own states, row n on row n. Where each row's slot is looked up is the defect's
+    (`table_slots`); the scatter goes row by row, so of two rows on one slot the later one's state lands, as a
+    sequential write order would have it. A padded row (empty in query_start_loc) gives back the state it gathered."""
+
+    def table_slots(self, ssm_states: torch.Tensor, cache_indices: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+        raise NotImplementedError
+
+    def decode(self, q, k, v, a, b, *, ssm_states, cache_indices, **kwargs):
+        table, slots = self.table_slots(ssm_states, cache_indices)
+        batch = torch.stack([table[s] for s in slots])
+        rows = torch.arange(len(slots), dtype=cache_indices.dtype, device=cache_indices.device)
+        out = super().decode(q, k, v, a, b, ssm_states=batch, cache_indices=rows, **kwargs)
+        for s, state in zip(slots, batch):
+            table[s] = state
+        return out
+
+
+class PadWrappedOntoLastSlot(GatheredDecode):
+    """The padding sentinel -1 indexes the pool as Python does: pool[-1] is the last slot, which a live request may
+    hold (the allocator hands out 1..size of size + 1), so the padded row reads it and writes its old state back
+    over the request's update. Incident class: a sentinel used as an index (SGLang 0.5.23's SM90 FlashInfer decode,
+    known bug sglang-sm90-pad-last-slot; the Triton glue's kernel skips -1)."""
+
+    def table_slots(self, ssm_states, cache_indices):
+        return ssm_states, cache_indices.tolist()
+
+
+class PadClampedOntoLiveSlot(GatheredDecode):
+    """The glue addresses the pool without its reserved row (ssm_states[1:], slot s at s - 1: the numbering of an
+    engine that allocates slot 0) and clamps the sentinel onto slot 0 of that table (clamp(min=0), as SGLang's SM100
+    extend clamps -1, right only where slot 0 is the dummy): that slot 0 is live, SGLang's slot 1, the first slot its
+    allocator hands out, and the padded row writes its old state back over the request's update. Neither engine
+    makes its own slot 0 live (both reserve it), so the class is reached through the renumbering. Incident class:
+    slot 0 reserved in one engine and allocatable in another."""
+
+    def table_slots(self, ssm_states, cache_indices):
+        return ssm_states[1:], (cache_indices - 1).clamp(min=0).tolist()
+
+
+class ScratchRowBySlot:
+    """Verify addresses its scratch by the request's pool slot instead of its batch row: intermediate_state_indices
+    = cache_indices, so the states land in another request's row, or past the scratch's spec_size + 1 rows (an
+    illegal address on a GPU; raised here rather than written outside the buffer). Incident class: SGLang's
+    pool-scoped verify scratch, addressed by batch position (linear/utils.py:125-157), vs a glue or kernel that
+    indexes it by slot (the `[:batch_size]` slicing fix)."""
+
+    def target_verify(self, *args, cache_indices, intermediate_states_buffer, **kwargs):
+        if int(cache_indices.max()) >= intermediate_states_buffer.shape[0]:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        kwargs["intermediate_state_indices"] = cache_indices
+        return super().target_verify(
+            *args, cache_indices=cache_indices, intermediate_states_buffer=intermediate_states_buffer, **kwargs
+        )
+
+
+glue_pad_wrapped_onto_last_slot = GlueMutant(PadWrappedOntoLastSlot)
+glue_pad_clamped_onto_live_slot = GlueMutant(PadClampedOntoLiveSlot)
+glue_scratch_row_by_slot = GlueMutant(ScratchRowBySlot)
+
+
+class VllmMutant:
+    """A `vllm` override (`--gdn-target vllm=tests.mutants:NAME`, fuzz/targets/vllm.py): the installed kernels and
+    their release (so its known bugs' masks hold), with the kernel named `function` wrapped by `defect(real)`. Loaded
+    on first use, as GlueMutant is."""
+
+    INSTALLED_TRITON = True  # it wraps the installed kernels (TritonTarget.runs_installed_triton)
+
+    def __init__(self, function: str, defect):
+        self.function, self.defect = function, defect
+
+    @functools.cached_property
+    def real(self):
+        from fuzz.targets.vllm import VLLM
+
+        return VLLM.load_real()
+
+    def __getattr__(self, name: str):
+        from fuzz.targets.vllm import VLLM
+
+        if name not in (*VLLM.functions, "__version__"):
+            raise AttributeError(name)
+        attr = getattr(self.real, name)
+        return self.defect(attr) if name == self.function else attr
+
+
+def accepted_with_bonus(real):
+    """The accepted count handed over with the bonus token counted (num_accepted_tokens + 1, the tokens the previous
+    step emitted), and nothing bounds it: the kernel reads column accepted (its unmasked load,
+    fused_sigmoid_gating.py:106-112), so a request whose drafts were all accepted reads past its row of the block
+    table: the next request's first slot (the guard entry after the last row). Incident class: accepted-token counts
+    outside their range selecting another request's state."""
+
+    def call(*args, num_accepted_tokens=None, **kwargs):
+        if num_accepted_tokens is not None:
+            num_accepted_tokens = num_accepted_tokens + 1
+        return real(*args, num_accepted_tokens=num_accepted_tokens, **kwargs)
+
+    return call
+
+
+vllm_accepted_unbounded = VllmMutant("fused_sigmoid_gating_delta_rule_update", accepted_with_bonus)
+
+GLUE_MUTANTS = {name: obj for name, obj in globals().items() if isinstance(obj, GlueMutant | VllmMutant)}
+
+
+class NoDefect:
+    """The control: the real glue class behind the same override object (tests/suite/test_glue_mutants.py)."""
+
+
+glue_real = GlueMutant(NoDefect)

@@ -16,7 +16,6 @@ import itertools
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
 
 import torch
 
@@ -25,7 +24,7 @@ from fuzz.model.case import Case
 from fuzz.run.harness import check
 from fuzz.run.result import CheckResult
 from fuzz.targets.base import Target
-from fuzz.targets.registry import TARGETS, overridden, parse_overrides
+from fuzz.targets.registry import TARGETS, overriding
 
 GRID = ("B", "H", "G", "T")
 
@@ -120,9 +119,8 @@ def main(argv: list[str]) -> int:
     unknown = [n for n in args.target if n not in known]
     if unknown:
         parser.error(f"unknown target {', '.join(unknown)}; expected one of {', '.join(sorted(known))}")
-    restore = ExitStack()
     try:
-        restore.enter_context(overridden(parse_overrides(args.module, "--module")))
+        restore = overriding(args.module, "--module")
     except ValueError as e:
         parser.error(str(e))
     with restore:

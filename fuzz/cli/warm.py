@@ -10,7 +10,6 @@ import argparse
 import os
 import sys
 import time
-from contextlib import ExitStack
 from datetime import UTC, datetime
 
 from fuzz.cli.parser import Parser
@@ -57,11 +56,10 @@ def main(argv: list[str]) -> int:
         cache = kernel_cache.configure(args.kernel_cache)
     except ValueError as e:
         p.refuse(str(e))
-    from fuzz.targets.registry import TARGETS, overridden, parse_overrides
+    from fuzz.targets.registry import TARGETS, overriding
 
-    restore = ExitStack()
     try:
-        restore.enter_context(overridden(parse_overrides(args.override, "--override")))
+        restore = overriding(args.override, "--override")
     except ValueError as e:
         p.refuse(str(e))
     with restore:

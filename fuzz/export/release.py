@@ -16,15 +16,16 @@ from fuzz.model.known_bugs import BY_ID, KNOWN_BUGS
 from fuzz.run import corpus
 from fuzz.targets.base import Target
 
-DISTRIBUTIONS = {"fla": "fla-core", "sglang": "sglang", "flashinfer": "flashinfer-python"}
+DISTRIBUTIONS = {"fla": "fla-core", "sglang": "sglang", "flashinfer": "flashinfer-python", "vllm": "vllm"}
 # top-level module -> distribution, for the packages a script may find missing beyond its library: the Triton
 # families' (interpreted on a CPU: numpy) and FlashInfer's own
 PACKAGES = {
     "fla": {"torch": "torch", "numpy": "numpy", "triton": "triton", "einops": "einops"},
     "sglang": {"torch": "torch", "numpy": "numpy", "triton": "triton"},
+    "vllm": {"torch": "torch", "numpy": "numpy", "triton": "triton", "einops": "einops"},
     "flashinfer": {"torch": "torch", "numpy": "numpy", "cutlass": "nvidia-cutlass-dsl", "tvm_ffi": "apache-tvm-ffi"},
 }
-MODULES = {"fla-core": "fla", "sglang": "sglang", "flashinfer-python": "flashinfer"}
+MODULES = {"fla-core": "fla", "sglang": "sglang", "flashinfer-python": "flashinfer", "vllm": "vllm"}
 
 
 def distribution(target: Target) -> str:
@@ -83,10 +84,12 @@ def requirement(target: Target, release: str | None, entry: corpus.Entry | None)
 
 
 def install_line(target: Target, requirement_text: str) -> str:
-    """The shell line that installs what the script needs: torch, the library (SGLang's kernel files need triton and
-    no serving stack: --no-deps), numpy where Triton runs interpreted on a CPU."""
-    if target.family.name == "sglang":
+    """The shell line that installs what the script needs: torch, the library (SGLang's and vLLM's kernel files need
+    triton and no serving stack: --no-deps; vLLM's import einops), numpy where Triton runs interpreted on a CPU."""
+    if target.family.name in ("sglang", "sglang-glue"):
         return f"pip install torch triton numpy && pip install --no-deps '{requirement_text}'"
+    if target.family.name == "vllm":
+        return f"pip install torch triton numpy einops && pip install --no-deps '{requirement_text}'"
     if target.family.name == "fla":
         return f"pip install torch triton numpy '{requirement_text}'"
     return f"pip install torch '{requirement_text}'"

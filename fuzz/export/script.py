@@ -32,13 +32,13 @@ from fuzz.model.known_bugs import BY_ID
 from fuzz.run import corpus
 from fuzz.targets.base import Target
 from fuzz.targets.contract import contract_for
-from fuzz.targets.registry import TARGETS
+from fuzz.targets.registry import target_named
 from fuzz.targets.triton_common import TritonTarget
 
 WIDTH = 116
 # what REPRO may name beyond the helpers': the oracle of the case's op, FlashInfer's device phrasings, the override hook
 EXTRA = (
-    ("reference.ops", "mtp_verify"),
+    ("reference.ops", "verify"),
     ("reference.ops", "prefill"),
     ("fuzz.targets.unsupported", "unsupported_here"),
     ("fuzz.export.embedded", "EmbeddedModules"),
@@ -57,13 +57,6 @@ try:
     import torch
 except ImportError as error:
     sys.exit(not_run(missing(REQUIRES, error)))"""
-
-
-def target_named(name: str) -> Target:
-    target = {t.name: t for t in TARGETS}.get(name)
-    if target is None:
-        raise ValueError(f"unknown target {name!r}; expected one of {sorted(t.name for t in TARGETS)}")
-    return target
 
 
 @dataclass(frozen=True)
@@ -269,7 +262,7 @@ def _repro(case, target, recorded, written: Top, sources, gpu, library_module) -
         model = dataclasses.replace(sem.precision(case), bf16_truncates=False)
         lines += [f"    pad={sem.pad!r},", f"    gates={sem.gates!r},", f"    model={_precision(model)},"]
         lines += [f"    output_dtype={sem.output_dtype(case)!r},", f"    names={written.names!r},"]
-        lines += [f"    oracle={'prefill' if case.op == 'prefill' else 'mtp_verify'},"]
+        lines += [f"    oracle={'prefill' if case.op == 'prefill' else 'verify'},"]
         checks = ["check_output", "check_pool"] + (["check_inter"] if case.inter_rows else [])
         lines += [
             f"    checks=({', '.join(checks)}),",

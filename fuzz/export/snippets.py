@@ -18,6 +18,10 @@ from fuzz.model.case import Case
 from fuzz.targets.base import Target
 
 SGLANG_LOADER = ("fuzz.targets.sglang_loader", "load_sglang_kernels")
+VLLM_LOADER = ("fuzz.targets.vllm_loader", "load_vllm_kernels")
+
+
+VARLEN = (("q", "H", "K"), ("k", "H", "K"), ("v", "HV", "V"))  # (tensor, heads, head dim) packed [1, N, heads, dim]
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,14 @@ def snippet(target: Target, case: Case) -> Snippet:
         )
     if family == "sglang":
         return Snippet(output="out.reshape({B}, {T}, {HV}, {V})", loader=SGLANG_LOADER)
+    if family == "vllm":  # every request's tokens along one axis (varlen), as vLLM's GDN layers pass them
+        return Snippet(
+            returns="out, _",
+            output="out.reshape({B}, {T}, {HV}, {V})",
+            expressions=tuple(f"{x}.reshape(1, {{N}}, {{{h}}}, {{{d}}})" for x, h, d in VARLEN)
+            + tuple(f"{x}.reshape({pre}{{N}}, {{HV}})" for x in ("a", "b", "g", "beta") for pre in ("1, ", "")),
+            loader=VLLM_LOADER,
+        )
     if family == "fla":
         return Snippet(
             returns="out, final",

@@ -113,7 +113,7 @@ def tensors(run, warm=False):  # the tensors the script's top names
 
 def expected(run, t):
     """The float64 gated delta rule and the same in the kernel's precision model (repro.oracle: reference.ops'
-    mtp_verify or prefill), on the tensors before the call, and what the slots it writes hold before it."""
+    verify or prefill), on the tensors before the call, and what the slots it writes hold before it."""
     repro, case = run.repro, run.repro.case
     model = repro.model
     if repro.triton and os.environ.get("TRITON_INTERPRET") == "1":

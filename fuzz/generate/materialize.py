@@ -12,7 +12,7 @@ import torch
 from fuzz.model.case import TORCH_DTYPES, TORCH_INDEX_DTYPES, Case
 from fuzz.model.guarded import GUARD_SLOTS, OFFSET_BITS, Guarded
 from fuzz.model.patterns import fill_pattern
-from fuzz.model.regimes import GATE_REGIMES, MAGNITUDES
+from fuzz.model.regimes import DECAY_REGIMES, MAGNITUDES
 from fuzz.model.tensors import Tensors, named_slots
 from fuzz.model.values import Values
 
@@ -31,9 +31,11 @@ def materialize(
     q = vals.normal(*tokens, case.H, case.K) * mag()
     k = vals.normal(*tokens, case.H, case.K) * mag()
     v = vals.normal(*tokens, case.HV, case.V) * mag()
-    names = list(GATE_REGIMES)
-    picks = vals.integers(len(names), case.HV).tolist() if case.gate == "mixed" else [names.index(case.gate)] * case.HV
-    params = [GATE_REGIMES[names[i]] for i in picks]  # a regime per value head ("mixed") or one for all
+    names = list(DECAY_REGIMES)
+    picks = (
+        vals.integers(len(names), case.HV).tolist() if case.decay == "mixed" else [names.index(case.decay)] * case.HV
+    )
+    params = [DECAY_REGIMES[names[i]] for i in picks]  # a regime per value head ("mixed") or one for all
     column = lambda i, j=None: torch.tensor([p[i] if j is None else p[i][j] for p in params], device=device)
     A_log = column(0, 0) + (column(0, 1) - column(0, 0)) * vals.uniform(0.0, 1.0, case.HV)
     dt_bias = vals.normal(case.HV) * 0.5

@@ -134,9 +134,11 @@ class Pinned:
         return self.target.release()
 
 
-def serving_ops(target: TargetView, bugs: tuple = ()) -> tuple[str, ...]:
-    """The operations a serving sequence calls on `target`: those it supports that no known bug masks."""
-    return tuple(op for op in sorted(target.support.ops) if not masked_reason(bugs, op))
+def serving_ops(target: TargetView, bugs: tuple = (), device: str = "cpu") -> tuple[str, ...]:
+    """The operations a serving sequence calls on `target`: those it supports that no known bug masks and that it
+    runs on `device` (Target.op_unavailable)."""
+    ops = sorted(target.support.ops)
+    return tuple(op for op in ops if not masked_reason(bugs, op) and not target.op_unavailable(op, device))
 
 
 def serving_budget(budget: Budget) -> Budget:
@@ -207,6 +209,7 @@ def _requests(sup: Support, case: Case, order: list[int]) -> Case:
         write_slots=pick(case.write_slots),
         token_slots=pick(case.token_slots),
         inter_index=pick(case.inter_index),
+        accepted=pick(case.accepted),
     )
     if case.op == "prefill":
         seqlens = pick(case.seqlens)
@@ -263,7 +266,7 @@ def serving_machine(target: TargetView, budget: Budget, bugs: tuple, new_run: Ca
     """The state machine for one target. `new_run()` gives each example its runner (fuzz.run.serving.ServingRun):
     `step(Step)` runs and judges a call on the example's pool, raising the typed failure; `close()` ends it."""
     budget = serving_budget(budget)
-    ops = serving_ops(target, bugs)
+    ops = serving_ops(target, bugs, budget.device)
     if not ops:
         raise ValueError(f"{target.name}: every operation is masked by a known bug; nothing to call")
 

@@ -270,8 +270,8 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
         **slots,
         **inter,
         **bucket.dtypes,
-        gate=draw(st.sampled_from(sup.gate_regimes)),
-        scale=draw(st.sampled_from(budget.scales)),
+        decay=draw(st.sampled_from(sup.decay_regimes)),
+        scale=draw(st.sampled_from(tuple(s for s in budget.scales if sup.scales is None or s in sup.scales))),
         l2norm=bucket.l2norm,
         update=bucket.update,
         pool_gap=draw(st.sampled_from([g for g in budget.gaps if g])) if bucket.strided and not large else gap,
@@ -370,7 +370,12 @@ def _engine_maps(draw, engine: Engine, bucket: Bucket, op: str, B: int, T: int, 
     if bucket.buffer:
         spec_size = max(live, B - 1) + draw(st.integers(0, 2))
         inter.update(inter_rows=spec_size + 1, inter_steps=T + bucket.spare_steps, inter_spare_steps=bucket.sliced)
-    needs = {"pad-past-scratch": inter["inter_rows"], "accepted-zero": token, "accepted-past-T": token}
+    needs = {
+        "pad-past-scratch": inter["inter_rows"],
+        "accepted-zero": token,
+        "accepted-past-T": token,
+        "flat-indices-multitoken": token and T > 1,
+    }
     edges = [e.id for e in edges_for(engine.name, op) if needs.get(e.id, True)]
     if edges and draw(st.integers(0, 3)) == 3:
         _edge(draw, draw(st.sampled_from(edges)), fields, inter, live, T)
@@ -389,6 +394,9 @@ def _edge(draw, edge: str, fields: dict, inter: dict, live: int, T: int) -> None
     elif edge in ("accepted-zero", "accepted-past-T"):
         fields["accepted"][n] = 0 if edge == "accepted-zero" else draw(st.integers(T + 1, 2 * T))
         fields["read_slots"][n] = null
+    elif edge == "flat-indices-multitoken":  # the non-spec path's indices: the block table's first column, no counts
+        fields["read_slots"][:live] = [row[0] for row in fields["token_slots"][:live]]
+        fields["token_slots"] = fields["accepted"] = None
     elif edge == "slot-zero" and fields["token_slots"] is None:
         fields["read_slots"][n] = 0
     elif edge == "slot-zero":  # a column of the request's slots: its read slot (the row skipped) or a token's store

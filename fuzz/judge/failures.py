@@ -95,6 +95,12 @@ class StateLeak(GdnFailure):
     or before a call the pool no longer held what the calls before it left there (fuzz.run.serving)."""
 
 
+class Disagreement(GdnFailure):
+    """Two implementations inside one engine that its contract says must agree (a glue and its fallback, vLLM's MTP
+    port and its sigmoid-gating partner: Target.paired, fuzz.judge.pair) disagree beyond the pair's bound: a finding
+    even where the oracle is unsure."""
+
+
 FAILURE_KINDS = (
     OutputMismatch,
     StateMismatch,
@@ -110,6 +116,7 @@ FAILURE_KINDS = (
     StaleCompile,
     OutputAliased,
     StateLeak,
+    Disagreement,
 )
 KINDS = {k.__name__: k for k in FAILURE_KINDS}
 

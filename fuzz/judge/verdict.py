@@ -52,7 +52,8 @@ def judge(
         if buf is not None:
             _check_guards(case, name, buf)
     try:
-        _check_output(case, path, sem, t.output, got_output, expected, compared)
+        if not sem.epilogue:  # an epilogue's output is the pair's to judge (fuzz.judge.pair)
+            _check_output(case, path, sem, t.output, got_output, expected, compared)
         _check_pool(case, path, sem, t.pool, expected, compared)
         if t.inter is not None:
             _check_intermediate(case, path, sem, t.inter, expected, compared)

@@ -7,7 +7,7 @@ reproduction.
 
 A Case that cannot exist is not constructible: `__post_init__` raises CaseError, one line naming the field or
 coordinate token at fault, for anything the oracle could not judge or the coordinate could not spell (an unknown op,
-dtype or gate regime, a slot outside the pool, slot lists that disagree with B or T, a decode with T > 1, ...). An
+dtype or decay regime, a slot outside the pool, slot lists that disagree with B or T, a decode with T > 1, ...). An
 *invalid input* is still a Case: HV not a multiple of H (`valid` is False) is one the target must reject cleanly.
 """
 
@@ -31,10 +31,10 @@ DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 INDEX_DTYPES = ("i32", "i64")
 TORCH_INDEX_DTYPES = {"i32": torch.int32, "i64": torch.int64}
 LAYOUTS = ("vk", "kv")
-# The gate regimes a case may name; fuzz.model.regimes.GATE_REGIMES gives each its parameters. "mixed": a regime per
+# The decay regimes a case may name; fuzz.model.regimes.DECAY_REGIMES gives each its parameters. "mixed": a regime per
 # value head.
-GATE_NAMES = ("mild", "nodecay", "forget", "threshold", "saturated", "negsat")
-GATES = (*GATE_NAMES, "mixed")
+DECAY_NAMES = ("mild", "nodecay", "forget", "threshold", "saturated", "negsat")
+DECAYS = (*DECAY_NAMES, "mixed")
 NULLS = (-1, 0)
 SEEDS = 2**32  # fuzz.model.values keeps 32 bits of a seed: a larger one would name the same tensors
 
@@ -66,7 +66,7 @@ class Case:
     input_dtype: str = "bf16"
     index_dtype: str = "i32"
     layout: Literal["vk", "kv"] = "vk"
-    gate: str = "mild"  # gate regime, one of GATES
+    decay: str = "mild"  # decay regime (how A_log, a + dt_bias and b are drawn), one of DECAYS
     scale: float | None = None
     l2norm: bool = True
     update: bool = True  # False: disable_state_update
@@ -123,7 +123,7 @@ class Case:
             f"{self.input_dtype}in",
             self.index_dtype,
             self.layout,
-            f"gate_{self.gate}",
+            f"decay_{self.decay}",
             f"seed{self.seed}",
             f"slots{_l(self.read_slots)}",
         ]
@@ -241,7 +241,7 @@ def _problem(c: Case) -> str | None:
         ("input_dtype", DTYPES),
         ("index_dtype", INDEX_DTYPES),
         ("layout", LAYOUTS),
-        ("gate", GATES),
+        ("decay", DECAYS),
         ("null", NULLS),
     ):
         if getattr(c, name) not in allowed:
@@ -411,8 +411,8 @@ def _parse_token(tok: str) -> dict:
         return {"index_dtype": tok}
     if tok in LAYOUTS:
         return {"layout": tok}
-    if tok.startswith("gate_"):
-        return {"gate": tok[5:]}
+    if tok.startswith(("decay_", "gate_")):  # gate_<regime>: coordinates written before 2026-12-06
+        return {"decay": tok.partition("_")[2]}
     if tok.startswith("edge_"):
         return {"edge": tok[5:].replace("_", "-")}
     if m := re.fullmatch(r"scale(\d+(?:\.\d*)?(?:e\+?\d+)?)", tok):

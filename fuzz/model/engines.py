@@ -161,6 +161,21 @@ EDGES: dict[str, Edge] = {
             cite="sglang srt/mem_cache/allocator/mamba.py:85-88, srt/layers/attention/hybrid_linear_attn_backend.py:"
             "185-187; vllm v1/attention/backends/utils.py:55, fused_recurrent.py:115",
         ),
+        Edge(
+            id="flat-indices-multitoken",
+            engines=("vllm",),
+            ops=("verify",),
+            contract="1-D ssm_state_indices ([N], block_table[:, 0]) come only with vLLM's non-spec decode, one token "
+            "a request; the kernels read token t's slot at ssm_state_indices[n * stride + t] whatever the rank, so "
+            "with T > 1 tokens each token's state lands in request n + t's slot (past the last request: past the "
+            "tensor): such a call must be rejected",
+            why="one query_lens == 1 classification (split_decodes_and_prefills, decode_threshold=1) stands between "
+            "a multi-token row and the non-spec path, and the kernels take 1-D indices with any T unchecked "
+            "(stride_indices_tok is passed and never read)",
+            expect="reject",
+            cite="vllm third_party/flash_linear_attention/ops/fused_recurrent.py:105-113, 153-162, 211-216; "
+            "fused_sigmoid_gating.py:104-112, 157-166, 234-239; v1/attention/backends/gdn_attn.py:388-393, 406",
+        ),
     )
 }
 

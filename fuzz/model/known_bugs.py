@@ -68,7 +68,7 @@ ALL_SEEN = ("0.6.10", "0.6.11", "0.6.16.post4", "0.7.2.post1", "0.7.4")  # the r
 GVA = "^AcceptedInvalidInput"
 # a kernel that ran and got values wrong, left them unwritten, or wrote where it must not
 WRONG_VALUES = "^(OutputMismatch|StateMismatch|IntermediateMismatch|PoolCorruption|UnwrittenOutput|NonFinite)"
-SANE_GATES = ("mild", "nodecay", "forget", "threshold", "negsat")  # the gate regimes but saturated and mixed
+SANE_DECAYS = ("mild", "nodecay", "forget", "threshold", "negsat")  # the decay regimes but saturated and mixed
 # a wrapped offset: named by the verdict (fuzz.judge.verdict), or an illegal address where the library wrote through
 # a contiguous copy of a strided pool (0.6.10 / 0.6.11: reshape(pool_size * HV, V, K)), below which no guard of ours is
 WRAPPED = r"wrapped int32 \w+ offset|an int32 offset there wraps|^KernelCrash"
@@ -90,6 +90,16 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "0.5.23",
         mask={"invalid_gva": False},
         seen_on=("0.5.23",),
+        shows=GVA,
+    ),
+    KnownBug(
+        "vllm-unchecked-gva",
+        "HV not a multiple of H is accepted and computed with a wrong head map (i_h = i_hv // (HV // H) reads q/k "
+        "heads past H: fused_recurrent.py:65, fused_sigmoid_gating.py:64; the MTP port asserts HV % H == 0)",
+        ("vllm.fused_recurrent", "vllm.sigmoid_gating"),
+        "0.34.0",
+        mask={"invalid_gva": False},
+        seen_on=("0.34.0",),
         shows=GVA,
     ),
     KnownBug(
@@ -222,11 +232,11 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "saturated-softplus-nan",
         "softplus as a blend of x and log(1 + exp(x)) gives 0 * inf = NaN once a + "
         "dt_bias passes ~88.7 (exp overflows in fp32): NaN outputs for saturated gates; 0.7.4 branches instead; "
-        "masked by not drawing the saturated gate regimes",
+        "masked by not drawing the saturated decay regimes",
         (FI_MTP, FI_BF16),
         "0.6.5",
         fixed_in="0.7.4",
-        mask={"gate_regimes": SANE_GATES},
+        mask={"decay_regimes": SANE_DECAYS},
         seen_on=("0.6.10", "0.6.11", "0.6.16.post4", "0.7.2.post1"),
         shows="^NonFinite",
     ),
@@ -423,6 +433,23 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         seen_on=("0.6.10",),
         shows=r"Mismatched h\w*_source\.strides",
         stale_key=True,
+    ),
+    # SGLang's GDN kernel glue (fuzz/targets/sglang_glue.py), read in the sglang 0.5.23 wheel
+    KnownBug(
+        "sglang-sm90-pad-last-slot",
+        "SGLang's FlashInfer GDN glue on SM90 sends a CUDA-graph padding row (cache index -1, PAD_SLOT_ID) onto the "
+        "pool's last slot, a live one (the allocator hands out slots 1..size of size + 1, mem_cache/allocator/"
+        "mamba.py:85-88): decode gathers ssm_states[cache_indices] and scatters the new states back with the same "
+        "indices, so -1 reads and overwrites slot size by Python's negative indexing (srt/layers/attention/linear/"
+        "kernels/gdn_flashinfer.py:461, 475); extend remaps -1 to ssm_states.shape[0] - 1 and index_copy_s every "
+        "row's final state back, padded rows included (l.546-552, 585). The padded row's state replaces the last "
+        "slot's, or races a live request on it (a duplicate index: on a GPU either write may land). SM100 sends -1 to "
+        "the reserved slot 0 (decode through FlashInfer's pool API, extend by clamp(min=0), l.539), as the "
+        "allocator's comment intends; no mask (a padding-free draw would hide the engine's padding)",
+        ("sglang.glue.flashinfer.sm90",),
+        "0.5.23",
+        seen_on=("0.5.23",),
+        shows="^PoolCorruption: untouched pool slot changed$|^StateMismatch: state error above the bound",
     ),
 )
 BY_ID = {bug.id: bug for bug in KNOWN_BUGS}

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
-from fuzz.model.case import GATES
+from fuzz.model.case import DECAYS
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,9 @@ class Support:
     l2norm_off: bool = True
     output_optional: bool = False  # output= may be None (the library allocates the buffer it returns)
     wide_offsets: bool = True  # slot offsets past 2^31 elements are drawn (the large-pool test; a known bug masks it)
-    gate_regimes: tuple = GATES  # fuzz.model.case gate regimes drawn
+    decay_regimes: tuple = DECAYS  # fuzz.model.case decay regimes drawn
     arch: tuple = ()  # CUDA compute-capability majors required ((): any device, CPU included)
+    scales: tuple | None = None  # the budget's attention scales drawn (None: all; (None,): the kernel's default only)
     # the serving engine whose glue the target calls (fuzz.model.engines.ENGINES): cases are drawn under its index
     # rules, with its contract edges now and then; None: a kernel target, drawn over everything it accepts
     engine: str | None = None
@@ -74,8 +75,9 @@ class Support:
 class TargetView(Protocol):
     """A target as the strategies see it (fuzz.targets.base.Target): its name and semantics path, the release its API
     reports, its own Support and what it declares (narrowed by its release and the masks of the known bugs given),
-    its semantics row (the padding contract) and the width its element offsets may wrap at. A target pinned to one
-    pool's geometry (fuzz.generate.serving.Pinned) offers what `cases` reads: all but `support`."""
+    its semantics row (the padding contract), the width its element offsets may wrap at and the operations it cannot
+    run on a device (serving_ops). A target pinned to one pool's geometry (fuzz.generate.serving.Pinned) offers what
+    `cases` reads: all but `support` and op_unavailable."""
 
     name: str
     support: Support
@@ -90,3 +92,5 @@ class TargetView(Protocol):
     def semantics(self): ...
 
     def offset_bits(self) -> int: ...
+
+    def op_unavailable(self, op: str, profile_device: str) -> str | None: ...

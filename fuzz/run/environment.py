@@ -17,6 +17,7 @@ LIBRARIES = (
     "apache-tvm-ffi",
     "fla-core",
     "sglang",
+    "vllm",
 )
 
 

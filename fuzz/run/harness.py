@@ -7,6 +7,9 @@
             (library_error: RejectedValidInput, or UnsupportedHere for "not on this device"); `call_invalid` for a
             case outside the contract, which the library must reject;
   verdict   the standard judgement (fuzz.judge.verdict.judge) of outputs, states, guards and untouched slots;
+  paired    a target with a twin (Target.paired: a differential inside one engine) runs the case again on it, with
+            tensors of its own: tensors, expected, call and verdict as above, then the two runs judged against each
+            other (fuzz.judge.pair);
   result    the CheckResult: comparisons, phase times, coverage events, the failure.
 A driver composes them inside the stage runner `with check.judging():`, the one place where a GdnFailure a stage
 raises becomes the result's Failure value (typed with the failure bucket and the library's traceback); the stages
@@ -22,6 +25,7 @@ result then says the target is unavailable, with the library's reason."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -32,6 +36,7 @@ import torch
 from fuzz.generate.materialize import materialize
 from fuzz.judge.failures import AcceptedInvalidInput, GdnFailure, RejectedValidInput, normalized
 from fuzz.judge.oracle import Expected, expected
+from fuzz.judge.pair import Run, judge_pair
 from fuzz.judge.verdict import judge
 from fuzz.model.case import Case
 from fuzz.model.engines import EDGES
@@ -70,7 +75,7 @@ class Check:
 
     def __init__(self, target: Target, case: Case, device: str, on_phase: Callable[[str], None] | None = None):
         self.target, self.case, self.device, self.on_phase = target, case, device, on_phase
-        self.sem = target.semantics()
+        self.sem = target.semantics().for_op(case.op)
         self.phases: dict[str, float] = {}  # seconds per phase: tensors, oracle, kernel, verdict
         self.events: list[str] = []  # coverage labels
         self.compared: list = []  # the verdict's comparisons
@@ -120,18 +125,19 @@ class Check:
         with self.phase("oracle"):
             return expected(self.case, t, self.sem)
 
-    def call(self, t: Tensors) -> torch.Tensor:
+    def call(self, t: Tensors, target: Target | None = None) -> torch.Tensor:
         """The library call on a valid case (after Case.warm_pool's unjudged warm-up call), writing the pool and
         intermediate buffers in place: its output. An error the library raises is the finding (library_error); our
-        adapter's defect (AdapterError) or the device's memory propagate as they are."""
-        case = self.case
+        adapter's defect (AdapterError) or the device's memory propagate as they are. `target`: the paired one
+        (Target.paired), else the check's."""
+        case, target = self.case, target or self.target
         try:
             with self.phase("kernel", "warm-up call"):
                 if case.warm_pool:  # on a larger pool: same slots, so every index stays in range
                     warm = case.replace(pool=case.pool + case.warm_pool, warm_pool=0)
-                    self.target.call(warm, materialize(warm, self.device, offset_bits=self.target.offset_bits()))
+                    target.call(warm, materialize(warm, self.device, offset_bits=target.offset_bits()))
                 self.reached("kernel call")
-                return self.target.call(case, t)
+                return target.call(case, t)
         except (AdapterError, torch.OutOfMemoryError):
             raise  # our adapter's defect, or the device's memory: never a finding
         except Exception as e:  # the library's own error text is the finding
@@ -154,6 +160,28 @@ class Check:
         """The standard verdict on the call: raises the first failure, keeps every comparison."""
         with self.phase("verdict"):
             judge(self.case, self.target.path, self.sem, t, got, want, self.compared)
+
+    def paired(self, other: Target, first: Run) -> None:
+        """The paired target's run of the case (Target.paired) on tensors of its own, built alike: judged against the
+        oracle under its own contract (a failure named by its target; a partner not under test is not:
+        Target.oracle_judged), then against `first`, this check's run, where
+        both contracts define the values (fuzz.judge.pair: Disagreement)."""
+        t = self.tensors()
+        sem = other.semantics().for_op(self.case.op)
+        with self.phase("oracle"):
+            want = expected(self.case, t, sem)
+        own: list = []
+        try:
+            got = self.call(t, other)
+            if other.oracle_judged:
+                with self.phase("verdict"):
+                    judge(self.case, other.path, sem, t, got, want, own)
+        except GdnFailure as e:  # the paired run's failure, named by its target (its own failure key)
+            raise type(e)(self.case, f"{other.name}: {e.detail}", f"{other.name}: {e.cause}") from e.__cause__
+        finally:
+            self.compared += [dataclasses.replace(c, kind=f"{other.name} {c.kind}") for c in own]
+        with self.phase("verdict"):
+            judge_pair(self.case, self.sem, first, Run(t, got, want), self.compared)
 
     def result(self, unjudged: str | None = None, unavailable: str | None = None) -> CheckResult:
         """The check's CheckResult: what it found, with its comparisons, phase times and coverage events."""
@@ -199,7 +227,7 @@ def _differential(run: Check) -> None:
     case, sem = run.case, run.sem
     t = run.tensors()
     run.events.append(f"contract: {sem.pad.read}/{sem.pad.write}, padded rows {'yes' if any(case.padded) else 'no'}")
-    run.events.append(f"gate regime: {case.gate}")
+    run.events.append(f"decay regime: {case.decay}")
     if not case.valid:
         run.call_invalid(t)
         return
@@ -213,6 +241,8 @@ def _differential(run: Check) -> None:
         run.events.append(f"edge {edge.id}: rejected cleanly, as its contract asks")  # a skip is judged as usual
         return
     run.verdict(t, got, want)
+    if (other := run.target.paired()) is not None:
+        run.paired(other, Run(t, got, want))
 
 
 def library_error(case: Case, error: Exception) -> Exception:
@@ -222,7 +252,7 @@ def library_error(case: Case, error: Exception) -> Exception:
     return UnsupportedHere(why) if why else RejectedValidInput.raised(case, error)
 
 
-def verify(target: Target, case: Case, device: str) -> CheckResult:
+def check_or_raise(target: Target, case: Case, device: str) -> CheckResult:
     """check(), raising the typed failure if there is one (for scripts and tests that want an exception)."""
     result = check(target, case, device)
     result.raise_failure()

@@ -140,7 +140,7 @@ def _plain_features(case: Case) -> Iterator[dict]:
     yield {"scale": None}
     yield {"l2norm": True}
     yield {"output_given": True}
-    yield {"gate": "mild"}
+    yield {"decay": "mild"}
     yield {"input_dtype": "bf16"}
     yield {"index_dtype": "i32"}
     yield {"seed": 0}

@@ -111,9 +111,10 @@ def _window(pool: Guarded, capacity: int) -> Guarded:
 
 
 def _footprint(case, sem) -> set[int]:
-    """The slots a call may touch: those its requests name, and slot 0 where its contract redirects padding there."""
+    """The slots a call may touch: those its requests name, slot 0 where its contract redirects padding there, and
+    the contract's scratch slots (Semantics.scratch_slots)."""
     tokens = (s for row in case.token_slots or () for s in row)
-    named = {s for s in (*case.read_slots, *(case.write_slots or ()), *tokens) if s >= 0}
+    named = {s for s in (*case.read_slots, *(case.write_slots or ()), *tokens) if s >= 0} | set(sem.scratch_slots)
     pad = any(case.padded) or any(w < 0 if case.null < 0 else w <= 0 for w in case.write_slots or ())
     return named | ({0} if pad and "slot0" in (sem.pad.read, sem.pad.write) else set())
 

@@ -77,7 +77,7 @@ class FuzzSession:
             self.unavailable[target.name] = target.unavailable_reason(self.budget.device)
             self.report.targets[target.name] = TargetRow(
                 unavailable=self.unavailable[target.name],
-                origin=_origin(target),
+                origin=_origin(target, self.budget.device),
                 version=None if self.unavailable[target.name] else target.family.version(),
                 ops_off={
                     op: why
@@ -91,14 +91,14 @@ class FuzzSession:
         """The library said at a call that it does not support this device (fuzz.targets.unsupported): the target is
         unavailable from now on, with that reason, in this run's report too. Returns the skip message."""
         self.unavailable[target.name] = reason
-        self.report.unavailable_here(target.name, _origin(target), reason)
+        self.report.unavailable_here(target.name, _origin(target, self.budget.device), reason)
         return f"{target.name} unavailable: {reason}"
 
     def bugs(self, target: Target):
         return target.known_bugs(self.options.masks)
 
     def masked_reason(self, target: Target, op: str) -> str | None:
-        return masked_reason(self.bugs(target), op)
+        return target.op_unavailable(op, self.budget.device) or masked_reason(self.bugs(target), op)
 
     def large_unavailable(self, target: Target, op: str) -> str | None:
         """Why the large-pool test of `op` cannot run on `target` (no pool on this release, or no large case fits
@@ -270,8 +270,10 @@ def logged_failures(path: Path) -> list[tuple[str, str, Case]]:
     return [(logged.target, logged.kind, logged.case) for logged in (live_log(path) if path.exists() else [])]
 
 
-def _origin(target: Target) -> str:
-    return f"override {target.family.override}" if target.overridden else "installed"
+def _origin(target: Target, device: str) -> str:
+    origin = f"override {target.family.override}" if target.overridden else "installed"
+    where = target.where(device)
+    return f"{origin}; {where}" if where else origin
 
 
 def _is_final() -> bool:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -97,6 +98,16 @@ class Family:
         self.override, self._api, self._error = override, None, None
 
 
+@contextmanager
+def unavailable_as(error: type[Exception]) -> Iterator[None]:
+    """A wheel loader's `error` raised inside (fuzz.targets.wheel_import.WheelUnavailable: its `reason` says what to
+    install) becomes Unavailable, which Family.api keeps as the family's reason."""
+    try:
+        yield
+    except error as e:
+        raise Unavailable(e.reason) from e
+
+
 def installed_version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
@@ -123,6 +134,9 @@ class Target:
     # (None: each function's own __module__ names it)
     library_module: str | None = None
     contracts: tuple[Contract, ...] = ()  # the family's release contracts (fuzz.targets.contract)
+    # False for a pair's partner (Target.paired) that stands only as the other side of the comparison, not under
+    # test itself (vLLM's sigmoid gating + RMSNorm against its MTP port; vllm-sigmoid judges that kernel)
+    oracle_judged: bool = True
 
     def __str__(self) -> str:
         return self.name
@@ -221,6 +235,21 @@ class Target:
             major = torch.cuda.get_device_capability()[0]
             if major not in arch:
                 return f"needs compute capability major in {arch}; this GPU is sm_{major}x"
+        return None
+
+    def op_unavailable(self, op: str, profile_device: str) -> str | None:
+        """Why this target, available here, cannot run `op` on this profile's device, or None."""
+        return None
+
+    def where(self, profile_device: str) -> str | None:
+        """Where the library runs on this profile's device, for the targets table, where the origin does not say it
+        (a CPU stand-in, an interpreter); None: it runs where it is installed."""
+        return None
+
+    def paired(self) -> Target | None:
+        """A second target each case of this one also runs on, in the same check: judged against the oracle, then
+        against this target where both contracts define the values (a differential inside one engine:
+        fuzz.judge.pair); None: none."""
         return None
 
     def variant(self, case: Case) -> str | None:

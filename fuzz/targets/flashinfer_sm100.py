@@ -17,7 +17,7 @@ unavailable there).
 ReplaySSM (`gated_delta_rule_mtp(cache_replayssm=True)`, then `gated_delta_rule_replayssm_commit`): verify leaves the
 fp32 checkpoint frozen, writes the output and caches the raw window (v, pre-norm k as bf16, log-decay and
 sigmoid-beta as fp32) in per-pool-slot buffers; commit replays the first accept_lens[n] tokens of the window into
-pool[slot]. ReplaySSMTarget maps this onto the oracle's mtp_verify (see its docstring).
+pool[slot]. ReplaySSMTarget maps this onto the oracle's verify (see its docstring).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class CakeTarget(FlashInferTarget):
 
 
 class ReplaySSMTarget(FlashInferTarget):
-    """verify with cache_replayssm=True, then gated_delta_rule_replayssm_commit, judged as one mtp_verify.
+    """verify with cache_replayssm=True, then gated_delta_rule_replayssm_commit, judged as one verify.
 
     Verify (disable_state_update=True, the only mode ReplaySSM has) writes the output and the windows of every live
     row at its read slot; the windows start as NaN, so a row verify did not cache poisons its commit. Commit then

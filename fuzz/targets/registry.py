@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
-from fuzz.targets import fla, flashinfer, flashinfer_sm100, sglang
+from fuzz.targets import fla, flashinfer, flashinfer_sm100, sglang, sglang_glue, vllm
 from fuzz.targets.base import Family, Target
 
 TARGETS: tuple[Target, ...] = fla.TARGETS + sglang.TARGETS + flashinfer.TARGETS + flashinfer_sm100.TARGETS
+TARGETS += sglang_glue.TARGETS  # SGLang's kernel glue (the sglang-glue family)
+TARGETS += vllm.TARGETS  # vLLM's spec-decode kernels (issue 31)
 FAMILIES: dict[str, Family] = {t.family.name: t.family for t in TARGETS}
 
 
 def targets_for(op: str) -> list[Target]:
     return [t for t in TARGETS if op in t.support.ops]
+
+
+def target_named(name: str) -> Target:
+    """The registered target called `name`; ValueError, naming every registered one, where there is none."""
+    target = {t.name: t for t in TARGETS}.get(name)
+    if target is None:
+        raise ValueError(f"unknown target {name!r}; expected one of {sorted(t.name for t in TARGETS)}")
+    return target
 
 
 def parse_overrides(specs: list[str] | tuple[str, ...], option: str = "--gdn-target") -> dict[str, str]:
@@ -51,3 +61,12 @@ def overridden(overrides: dict[str, str]):
     finally:
         for name, family in FAMILIES.items():
             family.reset(before[name])
+
+
+def overriding(specs: list[str] | tuple[str, ...], option: str) -> ExitStack:
+    """The overrides `specs` name (as parse_overrides reads them), already entered: a command refuses a malformed spec
+    or an unknown family (ValueError) before its work starts, and its `with` on the stack puts every family back
+    after, without taking an error of that work for a bad option."""
+    restore = ExitStack()
+    restore.enter_context(overridden(parse_overrides(specs, option)))
+    return restore

@@ -8,6 +8,7 @@ Confirmed bugs are not contracts: they live in fuzz.model.known_bugs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -34,6 +35,8 @@ class Semantics:
     scratch_slots:   pool slots whose content is undefined after a call (SGLang's reserved slot 0, the dummy write
                      target of padded rows): the untouched-slot check skips them, and a request reading one starts
                      from undefined content, so its row is not judged either.
+    epilogue:        a fused output epilogue the oracle does not model, named as the pair compares it (vLLM's MTP
+                     port: its gated RMSNorm): the verdict leaves the output to the pair (fuzz.judge.pair).
     """
 
     pad: PadContract = PadContract()
@@ -46,7 +49,16 @@ class Semantics:
     products_as_input: bool = False
     bf16_truncates: bool = False  # set for Triton kernels run by the CPU interpreter (see Precision)
     scratch_slots: tuple[int, ...] = ()
+    epilogue: str = ""
+    prefill: Semantics | None = None  # a prefill's row where the path's prefill runs another kernel (SGLang's glue)
     why: str = ""
+
+    def for_op(self, op: str) -> Semantics:
+        """The row a case of `op` runs under: this one, or for a prefill the `prefill` row where one is set (under
+        this row's interpreter flag)."""
+        if op != "prefill" or self.prefill is None:
+            return self
+        return dataclasses.replace(self.prefill, bf16_truncates=self.bf16_truncates)
 
     def output_dtype(self, case) -> torch.dtype:
         return TORCH_DTYPES[case.input_dtype if self.output in ("q", "v") else self.output]
@@ -226,6 +238,131 @@ TABLE += (
             why="verify(cache_replayssm=True) keeps the checkpoint frozen; read slot -1 leaves output and window rows "
             "untouched; commit replays accept_lens tokens in fp32 into checkpoint[slot], slots <= null_block_id (-1) "
             "and accept 0 are no-ops; the adapter commits T (update) or 0 (noupdate) at the read slot",
+        ),
+    ),
+)
+
+# SGLang's GDN kernel glue (fuzz/targets/sglang_glue.py), as read in the sglang 0.5.23 wheel (paths from sglang/;
+# shared/research/serving-glue.md §1.3-1.4). A padded row (cache index -1, PAD_SLOT_ID) is discarded by the engine:
+# no state read or write of a live slot, its output and scratch rows undefined ("discard"); slot 0, never allocated
+# (srt/mem_cache/allocator/mamba.py:85-88, "a dummy write target for padded tokens"), may change. Each path's
+# precision is its kernel's (the flashinfer.* and sglang.* rows above); decode and verify take the raw gates, extend
+# (each row's `prefill` row) g and beta from fused_gdn_gating (gdn_backend.py:944-946).
+GLUE_PAD = PadContract("negative", "discard", "skip")
+GLUE_FI_EXTEND = Semantics(  # FlashInfer's chunked prefill under the glue, as the flashinfer.prefill.chunk row
+    pad=GLUE_PAD, gates="log", output="q", norm_as_input=True, products_as_input=True, scratch_slots=(0,)
+)
+GLUE_FI = Semantics(pad=GLUE_PAD, inputs_as="bf16", output="bf16", scratch_slots=(0,))  # both archs' decode, verify
+TABLE += (
+    Row(
+        "sglang.glue.flashinfer.sm90",
+        ">=0.5.23",
+        dataclasses.replace(
+            GLUE_FI,
+            prefill=dataclasses.replace(
+                GLUE_FI_EXTEND,
+                why="extend: gdn_prefill_qkv_prepare_fwd l2-normalizes q, k into q's dtype, alpha = exp(g), beta "
+                "fp32, the fp32 gathered states (-1 -> the last slot, l.546-555) through FlashInfer's chunked prefill, "
+                "every row written back with index_copy_ (l.585)",
+            ),
+            why="srt/layers/attention/linear/kernels/gdn_flashinfer.py: decode gathers ssm_states[cache_indices] and "
+            "scatters the fp32 pretranspose's new state back (l.461-475); target_verify hands the whole pool-scoped "
+            "scratch to the fp32 gated_delta_rule_mtp (l.701-716), rows positional",
+        ),
+    ),
+    Row(
+        "sglang.glue.flashinfer.sm100",
+        ">=0.5.23",
+        dataclasses.replace(
+            GLUE_FI,
+            prefill=dataclasses.replace(
+                GLUE_FI_EXTEND,
+                why="extend, state pool: -1 clamped to slot 0 (l.539), the bf16 states gathered as they are "
+                "(l.540-544), the final states stored in the pool dtype with index_copy_ (l.585)",
+            ),
+            why="gdn_flashinfer.py: decode passes the bf16 pool and cache_indices to "
+            "gated_delta_rule_decode_pretranspose (A_log as fp32, l.433-457; FlashInfer reads -1 as slot 0); "
+            "target_verify calls the internal bf16 gated_delta_rule_mtp through its adapter (l.231-263) with "
+            "scratch[:B] or an exact-B copy (l.353-384)",
+        ),
+    ),
+    Row(
+        "sglang.glue.triton",
+        ">=0.5.23",
+        Semantics(
+            pad=GLUE_PAD,
+            scratch_slots=(0,),
+            prefill=Semantics(
+                pad=GLUE_PAD,
+                gates="log",
+                norm_as_input=True,
+                products_as_input=True,
+                scratch_slots=(0,),
+                why="gdn_triton.py extend (l.169-215): SGLang's chunk_gated_delta_rule, in-kernel l2norm, the pool "
+                "updated in place at cache_indices (inplace_update); GPU only",
+            ),
+            why="srt/layers/attention/linear/kernels/gdn_triton.py decode / target_verify (l.138-167, 217-257): "
+            "fused_sigmoid_gating_delta_rule_update, fp32 registers; idx < 0 skips the state I/O, an empty "
+            "query_start_loc row runs nothing",
+        ),
+    ),
+    Row(
+        "sglang.glue.triton.packed",
+        ">=0.5.23",
+        Semantics(
+            pad=GLUE_PAD,
+            beta_as_input=True,
+            scratch_slots=(0,),
+            why="gdn_triton.py packed_decode (l.46-136): fused_recurrent_gated_delta_rule_packed_decode, beta = "
+            "sigmoid(b).to(b.dtype); idx < 0 stores a zero output and returns",
+        ),
+    ),
+)
+
+
+# vLLM 0.34.0's spec-decode GDN Triton kernels (fuzz/targets/vllm.py), as read in the wheel (vllm/; ops =
+# third_party/flash_linear_attention/ops). Padding: NULL_BLOCK_ID = 0 (v1/attention/backends/utils.py:55) in every
+# column of a CUDA-graph padded row, its query_start_loc row zero-length (v1/attention/backends/gdn_attn.py:639,
+# 660-665, 680-687): the kernels return before any output store on a zero-length row (ops/fused_recurrent.py:77-79,
+# fused_sigmoid_gating.py:76-78) and on a read slot <= 0 (fused_recurrent.py:114-116, fused_sigmoid_gating.py:113-115),
+# into an output from q.new_empty (fused_recurrent.py:202, fused_sigmoid_gating.py:225): undefined, "discard". Slot 0
+# is never written (each store tests `> 0`: fused_recurrent.py:159, fused_sigmoid_gating.py:163,
+# fused_gdn_decode_post_conv_mtp.py:97): no scratch slots. Each token's state goes to its own slot
+# ssm_state_indices[n, t] (fused_recurrent.py:153-162, fused_sigmoid_gating.py:157-166, the MTP port :96-99), the
+# oracle's token_slots; the accepted count selects the read slot, column accepted - 1 (fused_recurrent.py:105-113,
+# fused_sigmoid_gating.py:104-112; the MTP port bounds it to 1..columns, :61-64). Precision: q/k/v/a/b/g/beta loaded
+# into fp32 registers, the state kept there across the tokens and rounded to the pool dtype at each store, the output
+# rounded to q's dtype; l2norm x / sqrt(sum x^2 + 1e-6) (fused_recurrent.py:128-130) or x * rsqrt(sum x^2 + 1e-6)
+# (fused_sigmoid_gating.py:138-140, MTP :85-86); g = -exp(A_log) * softplus(a + dt_bias), softplus x past 20
+# (fused_sigmoid_gating.py:129-133 with beta = 1, threshold = 20; MTP :81-82); beta = sigmoid(b) in fp32, not rounded
+# (:136; MTP :83).
+VLLM_PAD = PadContract("zero", "discard", "skip")
+TABLE += (
+    Row(
+        "vllm.fused_recurrent",
+        "==0.34.0",
+        Semantics(
+            pad=VLLM_PAD,
+            gates="log",
+            why="g and beta precomputed by the caller (OLMo hybrid: fused_olmo_hybrid_gdn_gating), loaded as fp32; "
+            "o = q.new_empty(...): q's dtype",
+        ),
+    ),
+    Row(
+        "vllm.sigmoid_gating",
+        "==0.34.0",
+        Semantics(pad=VLLM_PAD, why="gates in fp32 in-kernel (softplus threshold 20), beta = sigmoid(b) unrounded"),
+    ),
+    Row(
+        "vllm.mtp",
+        "==0.34.0",
+        Semantics(
+            pad=VLLM_PAD,
+            epilogue="gated output, MTP port vs sigmoid gating + RMSNorm",
+            why="the port's states are the sigmoid kernel's (judged by the oracle); its output is RMSNorm-gated "
+            "(core rounded to out's dtype first, :91), so the port's output is held to its partner's, sigmoid "
+            "gating then rmsnorm_fn, by the pair (fuzz.judge.pair); a null or out-of-range read writes a "
+            "zero output row (:63-69), a zero-length row nothing",
         ),
     ),
 )

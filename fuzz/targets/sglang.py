@@ -12,7 +12,7 @@ import torch
 from fuzz.model.case import Case
 from fuzz.model.support import Support
 from fuzz.model.tensors import Tensors
-from fuzz.targets.base import VERIFYING, Family, Unavailable
+from fuzz.targets.base import VERIFYING, Family, unavailable_as
 from fuzz.targets.triton_common import TritonTarget
 
 PACKED = "fused_recurrent_gated_delta_rule_packed_decode"
@@ -24,10 +24,8 @@ class SglangFamily(Family):
     def load_real(self):
         from fuzz.targets.sglang_loader import SglangUnavailable, load_sglang_kernels  # imports triton
 
-        try:
+        with unavailable_as(SglangUnavailable):
             k = load_sglang_kernels()
-        except SglangUnavailable as e:
-            raise Unavailable(e.reason) from e
         return SimpleNamespace(
             __version__=k.version,
             **{PACKED: k.packed_decode, SIGMOID: k.sigmoid_gating_update, RECURRENT: k.recurrent_update},

@@ -75,20 +75,30 @@ SCATTER_BLOCK = 1024  # the wrapper's BLOCK_SIZE
 class SglangGlue:
     version: str
     source_dir: Path  # the installed sglang package directory
-    FlashInferGDNKernel: type  # gdn_flashinfer.FlashInferGDNKernel (construct it with flashinfer_kernel)
-    TritonGDNKernel: type  # gdn_triton.TritonGDNKernel
+    triton_glue: ModuleType  # gdn_triton
+    flashinfer_glue: ModuleType  # gdn_flashinfer: its lazy-import cache is what flashinfer_kernel fills
     scatter: Callable  # fused_mamba_state_scatter_with_mask: the commit after verify (refuses non-CUDA tensors)
     scatter_kernel: object  # _fused_mamba_state_scatter_with_mask_kernel, the Triton kernel the wrapper launches
-    flashinfer_glue: ModuleType  # gdn_flashinfer itself: its lazy-import cache is what flashinfer_kernel fills
 
-    def flashinfer_kernel(self, arch: int, api: str | object | None = None):
+    @property
+    def TritonGDNKernel(self) -> type:
+        return self.triton_glue.TritonGDNKernel
+
+    @property
+    def FlashInferGDNKernel(self) -> type:
+        """Construct it with flashinfer_kernel: the FlashInfer and the arch it runs on are set while it is built."""
+        return self.flashinfer_glue.FlashInferGDNKernel
+
+    def flashinfer_kernel(self, arch: int, api: str | object | None = None, cls: type | None = None):
         """A FlashInferGDNKernel for SM `arch` (the major: 9, 10, 12); api None: the installed FlashInfer on this
-        GPU, else the module path or object whose GLUE_API functions stand in for FlashInfer (see the module doc)."""
+        GPU, else the module path or object whose GLUE_API functions stand in for FlashInfer (see the module doc).
+        `cls`: a subclass of the glue's class to build instead (a glue override), built the same way."""
+        cls = cls or self.FlashInferGDNKernel
         if api is None:
-            return _on_gpu(self.FlashInferGDNKernel, arch)
+            return _on_gpu(cls, arch)
         functions = _glue_api(api)
         with _faked_flashinfer(self.flashinfer_glue, functions, arch):
-            return _construct(self.FlashInferGDNKernel, f"FlashInferGDNKernel for SM{arch}0 on {_name(api)}")
+            return _construct(cls, f"FlashInferGDNKernel for SM{arch}0 on {_name(api)}")
 
     def launch_scatter(self, dst, src, dst_indices_raw, step_indices_raw, src_indices_raw=None) -> None:
         """`scatter`'s launch of `scatter_kernel` for tensors on any device: on the CPU it replaces the wrapper,
@@ -141,11 +151,10 @@ def load_sglang_glue() -> SglangGlue:
     return SglangGlue(
         version=kernels.version,
         source_dir=kernels.source_dir,
-        FlashInferGDNKernel=flashinfer_glue.FlashInferGDNKernel,
-        TritonGDNKernel=triton_glue.TritonGDNKernel,
+        triton_glue=triton_glue,
+        flashinfer_glue=flashinfer_glue,
         scatter=scatter.fused_mamba_state_scatter_with_mask,
         scatter_kernel=scatter._fused_mamba_state_scatter_with_mask_kernel,
-        flashinfer_glue=flashinfer_glue,
     )
 
 

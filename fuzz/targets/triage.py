@@ -16,7 +16,7 @@ _OUTSIDE = {
     "input_dtypes": lambda c, v: c.input_dtype not in v,
     "index_dtypes": lambda c, v: c.index_dtype not in v,
     "state_dtypes": lambda c, v: c.state_dtype not in v,
-    "gate_regimes": lambda c, v: c.gate not in v,
+    "decay_regimes": lambda c, v: c.decay not in v,
     "gva_ratios": lambda c, v: c.valid and c.HV // c.H not in v,
     "invalid_gva": lambda c, v: not v and not c.valid,
     "single_head_min_B": lambda c, v: c.H == 1 and c.B < v,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from fuzz.targets.base import Target
+from fuzz.targets.base import Target, Unavailable
 from fuzz.targets.semantics import Semantics
 
 
@@ -14,12 +14,23 @@ def interpreted() -> bool:
 
 
 class TritonTarget(Target):
+    def runs_installed_triton(self) -> bool:
+        """Do the installed library's Triton kernels run under this target? The installed API's do; an override
+        module's only where it says so (INSTALLED_TRITON = True: a mutant that subclasses the real glue or wraps the
+        real kernels, one defect in its Python), since an override is in general a stand-in in plain torch."""
+        if not self.overridden:
+            return True
+        try:
+            return getattr(self.api(), "INSTALLED_TRITON", False) is True
+        except Unavailable:  # nothing loaded: nothing runs (unavailable_reason says why)
+            return False
+
     def semantics(self) -> Semantics:
         """Triton 3.8's interpreter casts fp32 -> bf16 by truncation (GPU: round-to-nearest-even)."""
         sem = super().semantics()
-        return dataclasses.replace(sem, bf16_truncates=True) if interpreted() and not self.overridden else sem
+        return dataclasses.replace(sem, bf16_truncates=True) if interpreted() and self.runs_installed_triton() else sem
 
     def unavailable_reason(self, profile_device: str) -> str | None:
-        if profile_device == "cpu" and not self.overridden and not interpreted():
+        if profile_device == "cpu" and not interpreted() and self.runs_installed_triton():
             return "Triton on CPU needs TRITON_INTERPRET=1 before triton is imported (the CPU profiles set it)"
         return super().unavailable_reason(profile_device)

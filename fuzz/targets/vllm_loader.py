@@ -44,7 +44,14 @@ import triton
 import triton.language as tl
 import triton.language.extra.libdevice as tldevice
 
-from fuzz.targets import wheel_import as wheel
+from fuzz.targets.wheel_import import (
+    WheelUnavailable,
+    find_installed,
+    import_errors_as,
+    jit_math,
+    register_packages,
+    stub,
+)
 
 INSTALL_HINT = "pip install --no-deps vllm==0.34.0"
 OPS = "vllm.third_party.flash_linear_attention.ops"
@@ -52,7 +59,7 @@ PACKAGES = (OPS, "vllm.utils", "vllm.model_executor.warmup")
 CPU_COMPUTE_UNITS = 132
 
 
-class VllmUnavailable(wheel.WheelUnavailable):
+class VllmUnavailable(WheelUnavailable):
     """The vLLM kernels cannot be loaded; `reason` says what to do about it."""
 
 
@@ -69,32 +76,31 @@ class VllmKernels:
 @functools.cache
 def load_vllm_kernels() -> VllmKernels:
     root, version = _locate()
-    wheel.register_packages(root, *PACKAGES)
-    wheel.stub("vllm.triton_utils", triton=triton, tl=tl, tldevice=tldevice, HAS_TRITON=True)
-    wheel.stub("vllm.platforms", current_platform=TorchPlatform())
-    wheel.stub(
-        "vllm.utils.platform_utils", cuda_get_device_properties=_device_properties, num_compute_units=_compute_units
-    )
-    with wheel.import_errors_as(VllmUnavailable, f"vllm {version} at {root}", __name__):
+    register_packages(root, *PACKAGES)
+    stub("vllm.triton_utils", triton=triton, tl=tl, tldevice=tldevice, HAS_TRITON=True)
+    stub("vllm.platforms", current_platform=TorchPlatform())
+    stub("vllm.utils.platform_utils", cuda_get_device_properties=_device_properties, num_compute_units=_compute_units)
+    with import_errors_as(VllmUnavailable, f"vllm {version} at {root}", __name__):
         op = importlib.import_module(f"{OPS}.op")
         if triton.knobs.runtime.interpret:
-            op.exp, op.log = wheel.jit_math()["exp"], wheel.jit_math()["log"]
-        recurrent = importlib.import_module(f"{OPS}.fused_recurrent")
-        sigmoid = importlib.import_module(f"{OPS}.fused_sigmoid_gating")
-        mtp = importlib.import_module(f"{OPS}.fused_gdn_decode_post_conv_mtp")
-        norm = importlib.import_module(f"{OPS}.layernorm_guard")
-    return VllmKernels(
-        version=version,
-        source_dir=root,
-        fused_recurrent=recurrent.fused_recurrent_gated_delta_rule,
-        sigmoid_gating_update=sigmoid.fused_sigmoid_gating_delta_rule_update,
-        mtp_decode=mtp.fused_gdn_decode_post_conv_mtp_triton,
-        gated_rmsnorm=norm.rmsnorm_fn,
-    )
+            op.exp, op.log = jit_math()["exp"], jit_math()["log"]
+        return VllmKernels(  # the kernel files imported in this order, after op's patch
+            version=version,
+            source_dir=root,
+            fused_recurrent=_kernel("fused_recurrent", "fused_recurrent_gated_delta_rule"),
+            sigmoid_gating_update=_kernel("fused_sigmoid_gating", "fused_sigmoid_gating_delta_rule_update"),
+            mtp_decode=_kernel("fused_gdn_decode_post_conv_mtp", "fused_gdn_decode_post_conv_mtp_triton"),
+            gated_rmsnorm=_kernel("layernorm_guard", "rmsnorm_fn"),
+        )
+
+
+def _kernel(module: str, function: str) -> Callable:
+    """`function` of the kernel file OPS.`module`, imported from the wheel."""
+    return getattr(importlib.import_module(f"{OPS}.{module}"), function)
 
 
 def _locate() -> tuple[Path, str]:
-    found = wheel.find_installed("vllm")
+    found = find_installed("vllm")
     if found is None:
         raise VllmUnavailable(f"vllm not installed: {INSTALL_HINT}")
     root, version = found
@@ -113,7 +119,7 @@ class Capability(NamedTuple):
         return self.major * 10 + self.minor
 
 
-class TorchPlatform:
+class TorchPlatform(object):  # noqa: UP004 - a base from outside: an exported script keeps every method vLLM calls
     """vllm.platforms.current_platform as far as the GDN kernel files ask it, answered from torch."""
 
     def is_cuda(self) -> bool:

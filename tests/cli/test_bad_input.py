@@ -23,12 +23,12 @@ from fuzz.targets.registry import TARGETS, overridden
 from tests.child_pytest import QUIET, python_run
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "decode-B2-T1-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed7-slots[3,-1]"
-VERIFY = "verify-B2-T2-H1-HV1-K8-V8-pool9-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]"
+BASE = "decode-B2-T1-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-decay_mild-seed7-slots[3,-1]"
+VERIFY = "verify-B2-T2-H1-HV1-K8-V8-pool9-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[0,1]"
 VLLM = VERIFY.replace("slots[0,1]", "slots[2,4]-tslots[2/3,4/5]-null0")
 VLLM_PADDED = VLLM.replace("pad0", "pad1").replace("slots[2,4]", "slots[3,0]").replace("4/5", "0/0")
 VLLM_SKIPPED = VLLM_PADDED.replace("pad1", "pad2").replace("slots[3,0]", "slots[0,0]")  # row 0 too: an edge row
-PREFILL = "prefill-B2-T2-H1-HV1-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]"
+PREFILL = "prefill-B2-T2-H1-HV1-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[0,1]"
 MUTANT = "flashinfer=tests.mutants:padded_output_not_zeroed"
 
 
@@ -279,7 +279,7 @@ def test_unlabelled_installations_write_inside_out():
 # --- Case: a Case that cannot exist is not constructible ------------------------------------------------------------
 BAD_COORDINATES = {
     "unknown op": (BASE.replace("decode", "bogus"), "unknown op 'bogus'"),
-    "unknown gate regime": (BASE.replace("gate_mild", "gate_wild"), "gate='wild'"),
+    "unknown decay regime": (BASE.replace("decay_mild", "gate_wild"), "decay='wild'"),
     "unknown dtype": (BASE.replace("fp32state", "fp8state"), "unknown token 'fp8state'"),
     "slot outside the pool": (BASE.replace("slots[3,-1]", "slots[4,-1]"), "slots[4,-1]: slot 4 is outside pool4"),
     "write slots for another B": (BASE + "-wslots[1]", "wslots[1]: expected one write slot per request, B2"),
@@ -379,12 +379,12 @@ def test_from_json_refuses_what_is_no_case(data, message):
     "coordinate",
     [
         BASE.replace("HV2", "HV3"),  # HV not a multiple of H: an invalid input the target must reject, still a Case
-        "decode-B2-T1-H1-HV1-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed7-slots[0,3]-null0",  # 0: padding
+        "decode-B2-T1-H1-HV1-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-decay_mild-seed7-slots[0,3]-null0",  # 0: padding
         BASE.replace("slots[3,-1]", "slots[3,-2]"),  # any negative slot is padding by the contract
         VERIFY + "-tslots[2/-1,4/5]",  # a padded token slot
         VERIFY + "-inter4x3+1-rows[3,-1]",  # explicit rows, one request storing none
         VERIFY.replace("T2", "T1"),  # verify with one token
-        "prefill-B2-T0-H1-HV1-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,1]-seqlens[0,0]",
+        "prefill-B2-T0-H1-HV1-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[0,1]-seqlens[0,0]",
         BASE + "-scale0.25-warm3-gap1-nol2-noupdate",
         VLLM + "-acc[1,1]",  # accepted counts select the read slot (tslots column count - 1)
         VLLM_PADDED + "-acc[2,1]",  # a padded row: the null slot in every column, accepted 1

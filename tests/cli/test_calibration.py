@@ -15,7 +15,7 @@ from fuzz.run.report import ExampleRecord, RunReport, TargetRow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-CASE = "decode-B1-T1-H1-HV1-K8-V8-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]"
+CASE = "decode-B1-T1-H1-HV1-K8-V8-pool1-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[0]"
 
 
 def _record(target, ratios, outcome="pass", case=CASE) -> ExampleRecord:

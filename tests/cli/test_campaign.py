@@ -20,9 +20,9 @@ from fuzz.run.result import Failure
 from fuzz.suite.session import FuzzSession, Options, logged_failures, resumable
 from tests.child_pytest import pytest_run
 
-BIG = "verify-B3-T2-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2,-1]"
-SMALL = "verify-B1-T2-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"
-OTHER = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed5-slots[1,2]"
+BIG = "verify-B3-T2-H1-HV2-K8-V16-pool4-pad1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[1,2,-1]"
+SMALL = "verify-B1-T2-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[-1]"
+OTHER = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-decay_mild-seed5-slots[1,2]"
 REPO = Path(__file__).resolve().parents[2]
 ROW = dict(installation="x", family="flashinfer-", seconds=1, killed=False, exit=1, errors=[], examples=3, distinct=3)
 ROW.update(buckets=1, environment={}, targets={})  # a campaign summary's run row, as summary.json holds it

@@ -234,8 +234,8 @@ def test_installations(tmp_path, capsys):
 FUZZ = "fuzz/test_decode.py::test_decode[t-a]"
 OTHER = "fuzz/test_decode.py::test_decode[t-b]"
 CORPUS = "fuzz/test_corpus.py::test_corpus[t-a:t-a-decode-OutputMismatch-0]"
-CASE = "decode-B1-T1-H1-HV2-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"
-CASE2 = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed5-slots[1,2]"
+CASE = "decode-B1-T1-H1-HV2-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[-1]"
+CASE2 = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad0-fp32state-bf16in-i32-vk-decay_mild-seed5-slots[1,2]"
 
 
 def failure(kind, cause, case=CASE, test=FUZZ, bucket="t-a:decode") -> FailureRecord:

@@ -69,7 +69,7 @@ def test_a_case_outside_the_release_contract_is_listed_not_checked():
     """A module that reports a release is held to that release's contract: K = V = 8 is outside FlashInfer 0.7.4's
     MTP path (K = V = 128), so the probe lists it instead of calling the release's rejection a RejectedValidInput; the
     same coordinate on the stand-in that reports no release is checked."""
-    case = "decode-B3-T1-H1-HV2-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-gate_saturated-seed0-slots[0,1,2]"
+    case = "decode-B3-T1-H1-HV2-K8-V8-pool3-pad0-fp32state-bf16in-i32-vk-decay_saturated-seed0-slots[0,1,2]"
     proc = probe(
         case, "--target", "flashinfer-mtp-fp32", "--module", "flashinfer=fuzz.standins.flashinfer_cpu:release_0_7_4"
     )

@@ -50,7 +50,7 @@ from fuzz.targets.registry import TARGETS
 
 REPO = Path(__file__).resolve().parents[2]
 BY_NAME = {t.name: t for t in TARGETS}
-PADDED = "decode-B1-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]"
+PADDED = "decode-B1-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[-1]"
 SIZE = 40_000  # bytes: an exported corpus entry's script is smaller
 FIRST_SCREEN = 60  # lines: the library call starts within them
 FAKE_ENGINE = Path(__file__).resolve().parent / "fake_engine"  # the engine of tests/export/fake_glue.py
@@ -84,23 +84,23 @@ MUTANTS = [
         (
             "padded_output_rewritten",
             "flashinfer-mtp-fp32",
-            "verify-B1-T2-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]",
+            "verify-B1-T2-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[-1]",
         ),
         (
             "inter_row_by_slot",
             "flashinfer-mtp-fp32",
-            "verify-B1-T1-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1]-inter2x1+0",
+            "verify-B1-T1-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[1]-inter2x1+0",
         ),
         (
             "prefill_skipped_write_wraps",
             "flashinfer-prefill-chunk",
-            "prefill-B1-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[-1]-seqlens[1]",
+            "prefill-B1-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[-1]-seqlens[1]",
         ),
         # only the unjudged warm call on a larger pool trips it: the script must make that call too
         (
             "strided_pool_capacity_baked_in",
             "flashinfer-mtp-fp32",
-            "verify-B1-T2-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1]-gap1-warm3",
+            "verify-B1-T2-H1-HV1-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[1]-gap1-warm3",
         ),
     )
 ]
@@ -108,30 +108,30 @@ BUILDS = [
     Spec(f"build-{n}", target, coordinate, module=_standin(target))
     for n, (target, coordinate) in enumerate(
         (
-            # every generation path: each gate regime and "mixed", prefill, both layouts, strides, dtypes, buffers
+            # every generation path: each decay regime and "mixed", prefill, both layouts, strides, dtypes, buffers
             (
                 "flashinfer-bf16",
-                "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-gate_mixed-seed3-"
+                "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-decay_mixed-seed3-"
                 "slots[5,-1,2]-wslots[4,-1,6]-inter3x8+0-noupdate",
             ),
             (
                 "flashinfer-mtp-fp32",
-                "verify-B2-T3-H1-HV2-K8-V16-pool9-pad1-fp32state-bf16in-i64-vk-gate_saturated-seed11-"
+                "verify-B2-T3-H1-HV2-K8-V16-pool9-pad1-fp32state-bf16in-i64-vk-decay_saturated-seed11-"
                 "slots[5,-1]-tslots[1/2/3,4/6/7]-inter3x4+1",
             ),
             (
                 "flashinfer-prefill-chunk",
-                "prefill-B3-T4-H1-HV2-K8-V16-pool5-pad1-fp32state-fp16in-i32-vk-gate_forget-seed4-"
+                "prefill-B3-T4-H1-HV2-K8-V16-pool5-pad1-fp32state-fp16in-i32-vk-decay_forget-seed4-"
                 "slots[3,-1,1]-seqlens[4,2,0]-wslots[2,4,0]-gap1",
             ),
             (
                 "flashinfer-decode-kmajor",
-                "decode-B2-T1-H2-HV4-K8-V16-pool2-pad0-fp32state-fp16in-i64-kv-gate_threshold-"
+                "decode-B2-T1-H2-HV4-K8-V16-pool2-pad0-fp32state-fp16in-i64-kv-decay_threshold-"
                 "seed5-slots[0,1]-scale0.25-nol2",
             ),
             (
                 "sglang-sigmoid",
-                "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-fp32state-fp32in-i32-vk-gate_negsat-seed5-"
+                "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-fp32state-fp32in-i32-vk-decay_negsat-seed5-"
                 "slots[5,-1,2]-gap3-inter4x8+1-rows[2,0,-1]-scale0.25",
             ),
         )
@@ -767,20 +767,20 @@ def test_gpu_corpus_entry_reproduces_standalone(tmp_path, entry):
 SHOWN = [  # one target of each family, a padded slot among the FlashInfer one's (-1 must show)
     (
         "flashinfer-bf16",
-        "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-gate_mixed-seed3-slots[5,-1,2]-"
+        "verify-B3-T6-H1-HV2-K8-V16-pool7-pad1-bf16state-fp16in-i32-vk-decay_mixed-seed3-slots[5,-1,2]-"
         "wslots[4,-1,6]-inter3x8+0-noupdate",
         "fuzz.standins.flashinfer_cpu",
         "gated_delta_rule_decode_pretranspose",
     ),
     (
         "fla-recurrent",
-        "verify-B2-T3-H1-HV2-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed1-slots[0,1]",
+        "verify-B2-T3-H1-HV2-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-decay_mild-seed1-slots[0,1]",
         None,
         "fused_recurrent_gated_delta_rule",
     ),
     (
         "sglang-recurrent",
-        "decode-B2-T1-H1-HV2-K8-V16-pool5-pad1-fp32state-bf16in-i64-vk-gate_mild-seed2-slots[3,-1]-gap1",
+        "decode-B2-T1-H1-HV2-K8-V16-pool5-pad1-fp32state-bf16in-i64-vk-decay_mild-seed2-slots[3,-1]-gap1",
         None,
         "fused_recurrent_gated_delta_rule_update",
     ),
@@ -815,7 +815,7 @@ def test_padding_entries_show_and_the_call_is_recorded_without_the_library(tmp_p
 
 
 # ---- an engine's glue (the extension point the SGLang / vLLM glue targets use) -----------------------------------
-GLUE_CASE = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[2,-1]"
+GLUE_CASE = "decode-B2-T1-H1-HV2-K8-V16-pool3-pad1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[2,-1]"
 
 
 @pytest.mark.parametrize("broken", [False, True], ids=["glue-right", "glue-loses-the-state-write"])

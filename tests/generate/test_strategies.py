@@ -52,8 +52,8 @@ REACHABLE = {
     "HV not a multiple of H": ("flashinfer-mtp-fp32", "verify", lambda c: c.HV % c.H != 0),
     "K != V": ("fla-recurrent", "verify", lambda c: c.K != c.V),
     "both state layouts": ("fla-recurrent", "decode", lambda c: c.layout == "kv"),
-    "saturated gates": ("sglang-packed", "decode", lambda c: c.gate == "saturated"),
-    "softplus threshold crossing": ("sglang-packed", "decode", lambda c: c.gate == "threshold"),
+    "saturated gates": ("sglang-packed", "decode", lambda c: c.decay == "saturated"),
+    "softplus threshold crossing": ("sglang-packed", "decode", lambda c: c.decay == "threshold"),
     "bf16 state pool": ("flashinfer-bf16", "verify", lambda c: c.state_dtype == "bf16" and c.T > 1),
     "varlen with an empty sequence": ("fla-recurrent", "prefill", lambda c: 0 in c.seqlens and c.B >= 2),
     "padded prefill read with a real write slot": (

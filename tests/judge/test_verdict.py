@@ -11,12 +11,12 @@ from fuzz.model.case import Case
 from fuzz.model.patterns import has_pattern
 from fuzz.model.support import Support
 from fuzz.model.tensors import named_slots
-from fuzz.run.harness import verify as check
+from fuzz.run.harness import check_or_raise as check
 from fuzz.targets.base import Family, Target
 from fuzz.targets.semantics import Semantics
 
 CASE = Case.parse(
-    "verify-B2-T3-H1-HV2-K4-V8-pool5-pad1-fp32state-fp32in-i32-vk-gate_mild-seed11-slots[3,-1]-inter3x4+1-rows[2,0]"
+    "verify-B2-T3-H1-HV2-K4-V8-pool5-pad1-fp32state-fp32in-i32-vk-decay_mild-seed11-slots[3,-1]-inter3x4+1-rows[2,0]"
 )
 
 
@@ -38,7 +38,7 @@ class OracleTarget(Target):
         sem, rows = self.semantics(), t.inter_index
         if t.inter is not None and case.inter_rows < case.B:  # past the scratch: no row (the padded tail)
             rows = torch.tensor([n if n < case.inter_rows else -1 for n in range(case.B)])
-        res = reference.mtp_verify(
+        res = reference.verify(
             t.q,
             t.k,
             t.v,
@@ -157,11 +157,11 @@ SGLANG = Semantics(pad=reference.PadContract("negative", "discard", "skip"), scr
 VLLM = Semantics(pad=reference.PadContract("zero", "discard", "skip"))
 # SGLang verify: a scratch of spec_size + 1 = 4 rows by batch row, the tail row padded; slot 5 is the pool's last.
 ENGINE_CASE = Case.parse(
-    "verify-B3-T2-H1-HV2-K4-V8-pool6-pad1-fp32state-fp32in-i32-vk-gate_mild-seed5-slots[3,5,-1]-inter4x2+0-noupdate"
+    "verify-B3-T2-H1-HV2-K4-V8-pool6-pad1-fp32state-fp32in-i32-vk-decay_mild-seed5-slots[3,5,-1]-inter4x2+0-noupdate"
 )
 # vLLM: per-token slots, accepted counts select the read slot; the middle row padded (null block, accepted 1).
 VLLM_CASE = Case.parse(
-    "verify-B3-T3-H1-HV2-K4-V8-pool10-pad1-fp32state-fp32in-i32-vk-gate_mild-seed5-slots[5,0,7]"
+    "verify-B3-T3-H1-HV2-K4-V8-pool10-pad1-fp32state-fp32in-i32-vk-decay_mild-seed5-slots[5,0,7]"
     "-tslots[4/5/6,0/0/0,7/8/9]-null0-acc[2,1,1]"
 )
 

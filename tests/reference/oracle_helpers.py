@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from reference import EXACT, LogGates, RawGates, decode, gate_values, mtp_verify
+import reference
+from reference import EXACT, LogGates, RawGates, decode, gate_values
 
 F64 = torch.float64
 
@@ -48,7 +49,7 @@ def shapes(draw, min_T: int = 1, max_T: int = 6, max_B: int = 3, groups=(1, 2, 4
 
 @dataclass(frozen=True)
 class Case:
-    """One batch for mtp_verify: q, k [B, T, H, K], v [B, T, HV, V], raw gates, a V x K pool and slots."""
+    """One batch for verify: q, k [B, T, H, K], v [B, T, HV, V], raw gates, a V x K pool and slots."""
 
     shape: Shape
     q: torch.Tensor
@@ -104,7 +105,7 @@ def make_case(seed: int, shape: Shape, extra_slots: int = 0, pool_dtype=F64) -> 
 
 
 def verify(case: Case, **kw):
-    return mtp_verify(case.q, case.k, case.v, case.gates, case.pool, case.slots, **kw)
+    return reference.verify(case.q, case.k, case.v, case.gates, case.pool, case.slots, **kw)
 
 
 def tokens(case: Case, sl: slice, rows=slice(None)) -> tuple:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from oracle_helpers import F64, Shape, generator, randn, random_gates, seeds, shapes
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from reference import EXACT, LogGates, PadContract, Precision, RawGates, decode, gate_values, mtp_verify, prefill
+from reference import EXACT, LogGates, PadContract, Precision, RawGates, decode, gate_values, prefill, verify
 from reference.batched import SparseResult, batched_decode, batched_prefill, batched_verify, to_pool_result
 
 F32, BF16 = torch.float32, torch.bfloat16
@@ -57,7 +57,7 @@ class Call:
     model: str
 
     def sequential(self):
-        return {"verify": mtp_verify, "prefill": prefill}[self.op](*self.args, **self.kwargs)
+        return {"verify": verify, "prefill": prefill}[self.op](*self.args, **self.kwargs)
 
     def batched(self) -> SparseResult:
         return {"verify": batched_verify, "prefill": batched_prefill}[self.op](*self.args, **self.kwargs)
@@ -323,7 +323,7 @@ def test_last_writer_wins_on_slot0_redirects_repeated_token_slots_and_rows():
     b = call.batched()
     assert b.slots.tolist() == [2, 0] and b.rows.tolist() == [1]  # in the order of the last writes
     g3 = RawGates(gates.A_log, gates.a[3:], gates.dt_bias, gates.b[3:])
-    alone = mtp_verify(q[3:], k[3:], v[3:], g3, pool, torch.tensor([0]), intermediate=inter[:1])
+    alone = verify(q[3:], k[3:], v[3:], g3, pool, torch.tensor([0]), intermediate=inter[:1])
     assert torch.equal(b.states[1], alone.pool[0]) and torch.equal(b.row_states[0], alone.intermediate[0])
     token_slots = torch.tensor([[5, 5, -1], [4, 5, 4], [1, 1, 1], [-1, -1, 4]])  # last: 5 <- (1, 1), 4 <- (3, 2)
     call = Call("verify", (q, k, v, gates, pool, slots), dict(pad=pad, token_slots=token_slots), pool, None, "exact")
@@ -458,7 +458,7 @@ def test_bad_verify_input_raises_the_sequential_oracles_error(name):
     kw = dict(kw)
     case = kw.pop("case", CASE)
     args = (case.q, case.k, case.v, case.gates, case.pool, case.slots)
-    assert message(batched_verify, *args, **kw) == message(mtp_verify, *args, **kw)
+    assert message(batched_verify, *args, **kw) == message(verify, *args, **kw)
 
 
 @pytest.mark.parametrize("name", sorted(error_cases()[1]))

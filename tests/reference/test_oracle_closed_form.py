@@ -23,7 +23,8 @@ from oracle_helpers import (
     verify,
 )
 
-from reference import LogGates, mtp_verify
+import reference
+from reference import LogGates
 
 
 def spec_inputs(case):
@@ -107,7 +108,7 @@ def test_unrolled_transition_product_matches_oracle(shape, seed):
 def test_beta_zero_only_decays_the_state(shape, seed):
     case = make_case(seed, shape, extra_slots=1)
     g, _ = spec_gates(case.gates)
-    res = mtp_verify(case.q, case.k, case.v, LogGates(g=g, beta=torch.zeros_like(g)), case.pool, case.slots)
+    res = reference.verify(case.q, case.k, case.v, LogGates(g=g, beta=torch.zeros_like(g)), case.pool, case.slots)
     decay = torch.exp(torch.cumsum(g, dim=1))  # [B, T, HV]
     S0 = case.pool[case.slots]  # [B, HV, V, K]
     q, *_ = spec_inputs(case)
@@ -132,7 +133,7 @@ def test_orthonormal_keys_with_g0_beta1_store_values_exactly(start, shape, seed)
     pool = randn(gen, B + 1, HV, V, K) if start == "random_state" else torch.zeros(B + 1, HV, V, K, dtype=F64)
     slots = torch.randperm(B + 1, generator=gen)[:B]
     gates = LogGates(g=torch.zeros(B, T, HV, dtype=F64), beta=torch.ones(B, T, HV, dtype=F64))
-    res = mtp_verify(k, k, v, gates, pool, slots, use_l2norm=False, scale=1.0)
+    res = reference.verify(k, k, v, gates, pool, slots, use_l2norm=False, scale=1.0)
     S = res.pool[slots]  # [B, HV, V, K]
     keys = expand_heads(k, shape.G)  # [B, T, HV, K]
     assert_close64(torch.einsum("nhvk,nthk->nthv", S, keys), v)

@@ -20,7 +20,8 @@ from oracle_helpers import (
     with_log_gates,
 )
 
-from reference import EXACT, Precision, mtp_verify
+import reference
+from reference import EXACT, Precision
 
 F32_EACH_STEP = Precision(compute=torch.float32, state_each_step=True)
 
@@ -70,7 +71,9 @@ def test_gva_equals_explicitly_repeated_qk_heads(shape, seed):
     case = make_case(seed, shape, extra_slots=1)
     res = verify(case)
     G = shape.G
-    repeated = mtp_verify(expand_heads(case.q, G), expand_heads(case.k, G), case.v, case.gates, case.pool, case.slots)
+    repeated = reference.verify(
+        expand_heads(case.q, G), expand_heads(case.k, G), case.v, case.gates, case.pool, case.slots
+    )
     assert_close64(res.output, repeated.output, tol=1e-12)
     assert_close64(res.pool, repeated.pool, tol=1e-12)
 
@@ -84,7 +87,7 @@ def test_gva_value_head_reads_qk_head_hv_div_group(shape, seed):
     bumped = case.k.clone()
     bumped[:, :, i] += 1.0
     a = verify(case)
-    b = mtp_verify(case.q, bumped, case.v, case.gates, case.pool, case.slots)
+    b = reference.verify(case.q, bumped, case.v, case.gates, case.pool, case.slots)
     changed = [(a.output[:, :, h] - b.output[:, :, h]).abs().max() > 1e-9 for h in range(shape.HV)]
     assert changed == [h // shape.G == i for h in range(shape.HV)]
 
@@ -98,7 +101,7 @@ def test_kv_layout_is_the_transpose_of_vk(shape, seed):
     rows = torch.randperm(shape.B + 1, generator=gen)[: shape.B]
     vk = verify(case, intermediate=inter, intermediate_rows=rows)
     t = lambda x: x.transpose(-1, -2).contiguous()
-    kv = mtp_verify(
+    kv = reference.verify(
         case.q,
         case.k,
         case.v,

@@ -21,7 +21,8 @@ from oracle_helpers import (
     with_log_gates,
 )
 
-from reference import EXACT, LogGates, Precision, RawGates, gate_values, l2normalize, mtp_verify, softplus
+import reference
+from reference import EXACT, LogGates, Precision, RawGates, gate_values, l2normalize, softplus
 
 BF16 = torch.bfloat16
 
@@ -151,7 +152,7 @@ def test_l2normalize_has_eps_inside_the_root_and_is_safe_on_zero():
 @given(shape=shapes(), seed=seeds)
 def test_use_l2norm_false_equals_prenormalised_inputs(shape, seed):
     case = make_case(seed, shape)
-    res = mtp_verify(unit(case.q), unit(case.k), case.v, case.gates, case.pool, case.slots, use_l2norm=False)
+    res = reference.verify(unit(case.q), unit(case.k), case.v, case.gates, case.pool, case.slots, use_l2norm=False)
     assert_close64(res.output, verify(case).output, tol=1e-12)
 
 

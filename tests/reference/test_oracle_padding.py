@@ -7,7 +7,8 @@ import pytest
 import torch
 from oracle_helpers import F64, Shape, assert_untouched, make_case, tokens, verify
 
-from reference import PadContract, mtp_verify
+import reference
+from reference import PadContract
 
 # (sentinel, a padded index under it); real slots are >= 1 so they are real under both sentinels.
 PADS = [("negative", -1), ("negative", -3), ("zero", 0), ("zero", -1)]
@@ -56,7 +57,7 @@ def padded_batch(pad_index):
 def run_row(case, row, pool, slot):
     """Row `row` alone, from pool[slot] under the default (negative) sentinel, where slot 0 is real."""
     B, T, HV, V, K = 1, case.shape.T, case.shape.HV, case.shape.V, case.shape.K
-    return mtp_verify(
+    return reference.verify(
         *tokens(case, slice(None), slice(row, row + 1)),
         pool,
         torch.tensor([slot]),

@@ -18,7 +18,8 @@ from oracle_helpers import (
     verify,
 )
 
-from reference import RawGates, mtp_verify, prefill
+import reference
+from reference import RawGates, prefill
 
 
 @PROPERTY
@@ -26,7 +27,7 @@ from reference import RawGates, mtp_verify, prefill
 def test_pool_path_equals_gather_run_scatter(shape, seed, extra):
     case = make_case(seed, shape, extra_slots=extra)
     res = verify(case)
-    compact = mtp_verify(case.q, case.k, case.v, case.gates, case.pool[case.slots], torch.arange(shape.B))
+    compact = reference.verify(case.q, case.k, case.v, case.gates, case.pool[case.slots], torch.arange(shape.B))
     assert torch.equal(res.output, compact.output)
     assert torch.equal(res.pool[case.slots], compact.pool)
     assert_untouched(case.pool, res.pool, case.slots)
@@ -74,7 +75,7 @@ def test_varlen_prefill_equals_per_sequence_verify(batch):
         if hi == lo:  # an empty sequence neither reads nor writes its slot
             assert torch.equal(res.pool[s], pool[s])
             continue
-        one = mtp_verify(
+        one = reference.verify(
             q[None, lo:hi],
             k[None, lo:hi],
             v[None, lo:hi],

@@ -65,7 +65,7 @@ def test_entry_replays_as_xfail_and_flips_when_fixed(written):
         (lambda d: d.update(target="fla-recurrent", library="sglang"), "target fla-recurrent is a fla target"),
         (
             lambda d: d.update(
-                case="decode-B1-T4-H1-HV1-K8-V16-pool1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]"
+                case="decode-B1-T4-H1-HV1-K8-V16-pool1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[0]"
             ),
             "field 'case' is not a valid Case coordinate .*decode with T4",
         ),

@@ -24,7 +24,7 @@ from fuzz.generate.strategies import cases
 from fuzz.judge.failures import FAILURE_KINDS, KernelCrash, KernelHang, OutputMismatch, RejectedValidInput
 from fuzz.model.case import Case
 from fuzz.run import worker
-from fuzz.run.harness import verify as check
+from fuzz.run.harness import check_or_raise as check
 from fuzz.run.report import FailureRecord
 from fuzz.run.result import CrashAttribution, Failure
 from fuzz.suite import session as fuzz_session
@@ -39,7 +39,7 @@ HANG_TIMEOUT = 5.0
 
 def verify(T: int) -> Case:
     """One unpadded row; the stand-in's behaviour is chosen by T (1 and 6: correct)."""
-    return Case.parse(f"verify-B1-T{T}-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]-nol2")
+    return Case.parse(f"verify-B1-T{T}-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[0]-nol2")
 
 
 POOL = worker.WorkerPool()  # this module's workers, as a session holds its own

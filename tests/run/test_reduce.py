@@ -7,15 +7,15 @@ from fuzz.model.case import Case
 from fuzz.run.reduce import candidates, reduce
 
 DECODE = Case.parse(
-    "decode-B4-T1-H2-HV4-K8-V16-pool12-pad1-fp32state-fp16in-i64-vk-gate_saturated-seed5-"
+    "decode-B4-T1-H2-HV4-K8-V16-pool12-pad1-fp32state-fp16in-i64-vk-decay_saturated-seed5-"
     "slots[9,7,-1,3]-gap2-scale0.5-nol2-warm3-noout"
 )
 VERIFY = Case.parse(
-    "verify-B3-T6-H1-HV2-K8-V16-pool9-pad1-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[5,-1,2]-"
+    "verify-B3-T6-H1-HV2-K8-V16-pool9-pad1-fp32state-bf16in-i32-vk-decay_mild-seed3-slots[5,-1,2]-"
     "wslots[6,-1,8]-tslots[5/6/7/8/5/6,-1/-1/-1/-1/-1/-1,2/3/4/1/2/3]-inter4x8+2-rows[3,-1,0]"
 )
 PREFILL = Case.parse(
-    "prefill-B3-T7-H1-HV1-K8-V8-pool6-pad0-fp32state-bf16in-i32-vk-gate_mild-seed1-slots[4,2,5]-seqlens[3,7,2]"
+    "prefill-B3-T7-H1-HV1-K8-V8-pool6-pad0-fp32state-bf16in-i32-vk-decay_mild-seed1-slots[4,2,5]-seqlens[3,7,2]"
 )
 ALWAYS = lambda case: True
 
@@ -25,7 +25,7 @@ def test_it_keeps_what_the_predicate_needs_and_takes_the_rest_to_its_plainest():
     assert smallest.B == 2 and sorted(smallest.read_slots) == [1, 6], smallest  # slot 0 stays free: it was
     assert smallest.pool == 7 and checks > 0
     assert repr(smallest) == (
-        "decode-B2-T1-H1-HV1-K8-V16-pool7-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[6,1]"
+        "decode-B2-T1-H1-HV1-K8-V16-pool7-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[6,1]"
     )
 
 
@@ -39,7 +39,7 @@ def test_every_per_request_field_shrinks_with_the_requests():
 
 
 def test_a_slot_zero_a_request_names_stays_and_one_it_left_free_stays_free():
-    named = Case.parse("decode-B2-T1-H1-HV1-K8-V8-pool9-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0,8]")
+    named = Case.parse("decode-B2-T1-H1-HV1-K8-V8-pool9-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[0,8]")
     assert reduce(named, lambda c: c.B == 2, lambda: True)[0].read_slots == (0, 1)
     free = named.replace(read_slots=(3, 8))
     assert reduce(free, lambda c: c.B == 2, lambda: True)[0].read_slots == (1, 2)

@@ -10,8 +10,8 @@ from fuzz.run.sanitize import sanitize
 
 FAKE = f"{sys.executable} {Path(__file__).resolve().parents[1] / 'fake_sanitizer.py'}"
 STANDIN = {"flashinfer": "fuzz.standins.flashinfer_cpu"}
-CLEAN = "decode-B1-T1-H1-HV2-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed{}-slots[1]"
-DIRTY = "decode-B2-T1-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,-1]"
+CLEAN = "decode-B1-T1-H1-HV2-K8-V16-pool2-pad0-fp32state-bf16in-i32-vk-decay_mild-seed{}-slots[1]"
+DIRTY = "decode-B2-T1-H1-HV2-K8-V16-pool2-pad1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[1,-1]"
 
 
 def test_errors_go_to_their_case_and_the_rest_still_runs(monkeypatch):
@@ -48,7 +48,7 @@ def _sanitizer_children() -> list[int]:
 def test_a_case_cut_off_by_the_time_budget_is_not_reported_and_its_process_is_killed(monkeypatch):
     """The crashing stand-in never returns at T=3: the budget ends the run, the finished case is reported, the hung
     one is neither passed nor failed, and no process of the run is left behind."""
-    hang = Case.parse("verify-B1-T3-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]-nol2")
+    hang = Case.parse("verify-B1-T3-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[0]-nol2")
     already = set(_sanitizer_children())  # another run's, not ours
     start = time.monotonic()
     results = sanitize(

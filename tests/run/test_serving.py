@@ -188,9 +188,9 @@ def test_ci_budget_correct_standin_has_no_finding(override, monkeypatch, name):
 
 # One call per target to vary: a verify with an intermediate buffer where the target has one.
 VARIED = {
-    DECODE: "decode-B2-T1-H1-HV2-K4-V8-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[3,-1]-gap1",
-    BF16: "verify-B2-T3-H1-HV2-K4-V8-pool4-pad0-bf16state-fp16in-i64-vk-gate_mild-seed3-slots[2,1]-inter2x4+1",
-    MTP: "verify-B2-T3-H1-HV2-K4-V8-pool6-pad0-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[2,1]-wslots[5,3]-"
+    DECODE: "decode-B2-T1-H1-HV2-K4-V8-pool4-pad1-fp32state-bf16in-i32-vk-decay_mild-seed3-slots[3,-1]-gap1",
+    BF16: "verify-B2-T3-H1-HV2-K4-V8-pool4-pad0-bf16state-fp16in-i64-vk-decay_mild-seed3-slots[2,1]-inter2x4+1",
+    MTP: "verify-B2-T3-H1-HV2-K4-V8-pool6-pad0-fp32state-bf16in-i32-vk-decay_mild-seed3-slots[2,1]-wslots[5,3]-"
     "inter3x3+0-noupdate-noout",
 }
 
@@ -223,7 +223,7 @@ def test_a_target_without_a_slot_map_keeps_the_identity_map(data):
     target = BY_NAME[KMAJOR]
     sup = target.declared()
     assert not sup.pool
-    case = Case.parse("decode-B3-T1-H1-HV2-K4-V8-pool3-pad0-fp32state-bf16in-i32-kv-gate_mild-seed3-slots[0,1,2]")
+    case = Case.parse("decode-B3-T1-H1-HV2-K4-V8-pool3-pad0-fp32state-bf16in-i32-kv-decay_mild-seed3-slots[0,1,2]")
     varied = data.draw(variations(sup, case, CI))
     assert varied.pool == varied.B and varied.read_slots == tuple(range(varied.B)), repr(varied)
 
@@ -263,7 +263,7 @@ def test_the_first_call_is_the_case_alone(override):
     """A one-call sequence builds its pool exactly as the single-case check does, so its coordinate reproduces it."""
     override("fuzz.standins.flashinfer_cpu")
     target = BY_NAME["flashinfer-bf16"]
-    case = Case.parse("decode-B2-T1-H1-HV2-K4-V8-pool4-pad0-bf16state-bf16in-i32-vk-gate_mild-seed3-slots[2,1]")
+    case = Case.parse("decode-B2-T1-H1-HV2-K4-V8-pool4-pad0-bf16state-bf16in-i32-vk-decay_mild-seed3-slots[2,1]")
     run = ServingRun(target, "cpu")
     run.step(Step(case))
     alone = materialize(case, "cpu")
@@ -274,7 +274,7 @@ def test_the_first_call_is_the_case_alone(override):
 def test_a_slot_changed_between_calls_is_a_state_leak(override):
     override("fuzz.standins.flashinfer_cpu")
     run = ServingRun(BY_NAME["flashinfer-bf16"], "cpu")
-    case = Case.parse("decode-B1-T1-H1-HV2-K4-V8-pool4-pad0-bf16state-bf16in-i32-vk-gate_mild-seed3-slots[1]")
+    case = Case.parse("decode-B1-T1-H1-HV2-K4-V8-pool4-pad0-bf16state-bf16in-i32-vk-decay_mild-seed3-slots[1]")
     run.step(Step(case))
     run.pool.view[3] += 1  # nothing runs between calls: a change here is state carried wrong
     run.step(Step(case.replace(seed=4)))
@@ -299,7 +299,7 @@ def test_the_installed_library_runs_alone_in_a_fresh_process(monkeypatch):
 
     monkeypatch.setattr(serving, "Worker", Spy)
     alone = Alone(target, "cpu")
-    step = Step(Case.parse("decode-B1-T1-H1-HV1-K4-V8-pool2-pad0-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[1]"))
+    step = Step(Case.parse("decode-B1-T1-H1-HV1-K4-V8-pool2-pad0-fp32state-bf16in-i32-vk-decay_mild-seed3-slots[1]"))
     assert (
         alone(step, None)
         == alone(step, None)

@@ -13,7 +13,7 @@ from fuzz.run.report import FailureRecord, RunReport
 from fuzz.run.result import Failure
 from tests.child_pytest import pytest_run
 
-CASE = Case.parse("decode-B2-T1-H1-HV1-K8-V8-pool4-pad1-fp32state-bf16in-i32-vk-gate_mild-seed3-slots[0,-1]")
+CASE = Case.parse("decode-B2-T1-H1-HV1-K8-V8-pool4-pad1-fp32state-bf16in-i32-vk-decay_mild-seed3-slots[0,-1]")
 
 
 def test_an_edge_case_keys_its_failure_apart():

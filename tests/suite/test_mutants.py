@@ -97,8 +97,8 @@ EXPECT = {
         PRETRANSPOSE,
         "decode",
         (OutputMismatch, StateMismatch),
-        lambda c: c.B == 1 and c.gate in ("threshold", "mixed"),
-        "B=1, gate regime threshold",
+        lambda c: c.B == 1 and c.decay in ("threshold", "mixed"),
+        "B=1, decay regime threshold",
     ),
     # A 1-slot pool view is contiguous whatever its stride, so the copy needs pool >= 2 (slot 0 reserved).
     "strided_pool_lost_write": Expect(
@@ -160,10 +160,13 @@ class Run:
     found: list
 
 
-def fuzz(target_name: str, op: str, max_examples: int, large: bool = False) -> Run:
+def fuzz(
+    target_name: str, op: str, max_examples: int, large: bool = False, box: tuple[float, float] | None = None
+) -> Run:
     """The fuzz test of `op` on the target, in rounds, as `pytest fuzz/` runs it (fuzz.suite.session); `large`: the
-    large-pool test of fuzz/test_large_pool.py."""
-    session = FuzzSession("ci", BUDGET, Options(examples=max_examples))
+    large-pool test of fuzz/test_large_pool.py; `box`: (--gdn-test-seconds, --gdn-shrink-seconds) of the run."""
+    seconds, shrink = box or (None, 120.0)
+    session = FuzzSession("ci", BUDGET, Options(examples=max_examples, test_seconds=seconds, shrink_seconds=shrink))
     found = session.run_test(f"test_mutants::{target_name}:{op}", BY_NAME[target_name], op, fuzz_test(op, large=large))
     return Run(sum(session.report.examples.values()), found)
 

@@ -39,7 +39,7 @@ GIB = 1 << 30
 def coordinate(op, B, T, HV, K, V, pool, state="fp32", extra=""):
     slots = ",".join(str(s) for s in range(1, B + 1))
     return Case.parse(
-        f"{op}-B{B}-T{T}-H1-HV{HV}-K{K}-V{V}-pool{pool}-pad0-{state}state-bf16in-i32-vk-gate_mild-seed1-"
+        f"{op}-B{B}-T{T}-H1-HV{HV}-K{K}-V{V}-pool{pool}-pad0-{state}state-bf16in-i32-vk-decay_mild-seed1-"
         f"slots[{slots}]{extra}"
     )
 

@@ -174,7 +174,7 @@ def test_the_rounds_engine_runs_the_round_its_plan_gives_it_and_hands_over_each_
     from fuzz.run.result import Failure
     from fuzz.suite.rounds import Plan, TestRun, run_rounds
 
-    case = Case.parse("decode-B1-T1-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[0]")
+    case = Case.parse("decode-B1-T1-H1-HV1-K8-V16-pool1-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[0]")
     early, late = (Failure("OutputMismatch", case, "detail", cause, "t:decode") for cause in ("early", "late"))
     base = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
@@ -200,3 +200,16 @@ def test_the_rounds_engine_runs_the_round_its_plan_gives_it_and_hands_over_each_
     assert reported == ["early", "late"]
     assert test.rounds >= 3 and test.drawn >= 60, test  # a round after the late bug drew on to the budget
     assert rounds()[1] == drawn  # seeded: the same examples
+
+
+def test_verify_renamed_keeps_its_case_stream():
+    """fuzz/test_mtp_verify.py became fuzz/test_verify.py (one name for verify): its tests seed from the former node
+    id, so the README's fuzz command draws the same verify cases as before; other tests keep their own."""
+    from fuzz.suite.rounds import seed_of
+
+    now, before = (
+        "fuzz/test_verify.py::test_verify[flashinfer-bf16]",
+        "fuzz/test_mtp_verify.py::test_mtp_verify[flashinfer-bf16]",
+    )
+    assert seed_of(now, "ci") == seed_of(before, "ci") != seed_of(now, "dev")
+    assert seed_of("fuzz/test_decode.py::test_decode[flashinfer-bf16]", "ci") != seed_of(now, "ci")

@@ -85,7 +85,7 @@ def tokens(x):
 
 
 def oracle(x, slots, **kwargs):
-    return reference.mtp_verify(
+    return reference.verify(
         x["q"], x["k"], x["v"], RawGates(x["A_log"], x["a"], x["dt_bias"], x["b"]), x["pool"], slots, **kwargs
     )
 
@@ -111,7 +111,7 @@ def test_the_loaders_report_what_they_loaded(glue, vllm):
 
 def test_without_the_engines_each_loader_says_what_to_install(monkeypatch, sglang_loader, glue_loader, vllm_loader):
     monkeypatch.setattr(sglang_loader, "find_installed", lambda package: None)
-    monkeypatch.setattr(vllm_loader.wheel, "find_installed", lambda package: None)
+    monkeypatch.setattr(vllm_loader, "find_installed", lambda package: None)
     monkeypatch.setattr(glue_loader, "load_sglang_kernels", sglang_loader.load_sglang_kernels.__wrapped__)
     with pytest.raises(sglang_loader.SglangUnavailable, match=r"sglang not installed: pip install --no-deps sglang=="):
         glue_loader.load_sglang_glue.__wrapped__()
@@ -340,7 +340,7 @@ ACCEPTED = torch.tensor([1, 2, 4], dtype=torch.int32)
 def vllm_expected(x, token_slots, accepted, gates):
     """Each request starts from the slot of its last accepted token and stores every token's state in its own slot."""
     reads = token_slots[torch.arange(3), accepted.long() - 1]
-    return reference.mtp_verify(*(x[n] for n in "qkv"), gates, x["pool"], reads, token_slots=token_slots, pad=VLLM_PAD)
+    return reference.verify(*(x[n] for n in "qkv"), gates, x["pool"], reads, token_slots=token_slots, pad=VLLM_PAD)
 
 
 def vllm_sigmoid(vllm, x, slots, accepted):

@@ -26,7 +26,7 @@ from fuzz.judge.failures import (
 )
 from fuzz.model.case import Case
 from fuzz.model.known_bugs import masked_reason
-from fuzz.run.harness import verify as check
+from fuzz.run.harness import check_or_raise as check
 from fuzz.standins.flashinfer_sm100_cpu import CakeGDNUnsupportedError, FlashInferSM100CPU
 from fuzz.targets.registry import flashinfer_sm100
 
@@ -53,7 +53,7 @@ EXPLICIT = {
     ),
     # a padded read: its output row is written as 0
     "flashinfer-cake-fp32": Case(
-        op="decode", H=1, HV=2, T=1, pool=3, read_slots=(2, -1), state_dtype="fp32", gate="mixed", **COMMON
+        op="decode", H=1, HV=2, T=1, pool=3, read_slots=(2, -1), state_dtype="fp32", decay="mixed", **COMMON
     ),
     "flashinfer-cake-kmajor": Case(
         op="decode", H=1, HV=4, T=1, pool=2, read_slots=(0, 1), state_dtype="fp32", layout="kv", **COMMON

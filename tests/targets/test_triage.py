@@ -96,14 +96,14 @@ def test_the_one_token_mask_keeps_lone_decode_requests_out_and_nothing_else():
 
 def test_a_finding_no_record_masks_is_new():
     # the same size-1 layout error on a release before mark_layout_dynamic, or with B = 2, is nothing known
-    coordinate = "decode-B1-T1-H1-HV1-K128-V128-pool1-pad0-fp32state-bf16in-i32-kv-gate_mild-seed0-slots[0]"
+    coordinate = "decode-B1-T1-H1-HV1-K128-V128-pool1-pad0-fp32state-bf16in-i32-kv-decay_mild-seed0-slots[0]"
     cause = "RuntimeError: Can't deduce the leading dimension"
     path = "flashinfer.decode.kmajor"
     assert not triage.explaining("RejectedValidInput", cause, (Case.parse(coordinate),), path, "0.6.11")
     two = Case.parse(coordinate.replace("B1", "B2").replace("pool1", "pool2").replace("slots[0]", "slots[0,1]"))
     assert not triage.explaining("RejectedValidInput", cause, (two,), path, "0.7.4")
     # a wrong value on fp16 inputs at 0.7.4 is no bit-cast (fixed in 0.7.2) and no known bug
-    fp16 = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-fp16in-i32-vk-gate_mild-seed0-slots[1,2]"
+    fp16 = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-fp16in-i32-vk-decay_mild-seed0-slots[1,2]"
     bugs = triage.explaining(
         "OutputMismatch", "output error above the bound", (Case.parse(fp16),), "flashinfer.pretranspose.fp32", "0.7.4"
     )
@@ -120,9 +120,9 @@ def test_a_bug_that_breaks_a_whole_operation_takes_that_operation_out(monkeypatc
         "known bug breaks-decode (>=0.6.5): decode never compiles (corpus/ replays it)"
     )
     assert masked_reason((bug,), "verify") is None
-    decode = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2]"
+    decode = "decode-B2-T1-H1-HV2-K128-V128-pool3-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[1,2]"
     assert triage.masks(bug, Case.parse(decode))
-    verify = "verify-B2-T2-H1-HV2-K128-V128-pool3-pad0-fp32state-bf16in-i32-vk-gate_mild-seed0-slots[1,2]"
+    verify = "verify-B2-T2-H1-HV2-K128-V128-pool3-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[1,2]"
     bug = dataclasses.replace(bug, shows="^RejectedValidInput")
     monkeypatch.setattr(triage, "KNOWN_BUGS", (bug,))
     assert triage.explaining("RejectedValidInput", "x", (Case.parse(decode),), "flashinfer.mtp.fp32", "0.7.4") == (bug,)

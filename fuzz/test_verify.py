@@ -2,4 +2,4 @@
 
 from fuzz.suite.session import fuzz_test
 
-test_mtp_verify = fuzz_test("verify")
+test_verify = fuzz_test("verify")
