@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.cli.campaign_tables import RunRow, Settings, markdown
+from fuzz.cli.earlier import keep_results
 from fuzz.cli.parser import Parser
 from fuzz.generate.profiles import PROFILES
 from fuzz.run import events, installation, warming
 from fuzz.run.memory import MEMORY_DIR
+from fuzz.run.paths import unwritable_dir
 from fuzz.run.progress import Progress, Watch, events_file
 from fuzz.run.report import LoggedFailure, RunReport, live_log
 from fuzz.run.report import load as load_report
@@ -197,6 +199,8 @@ def _check(args, wheres: list[installation.Installation]) -> None:
     ):
         if not ok:
             raise ValueError(f"{name} {value if isinstance(value, str) else f'{value:g}'}: expected {expected}")
+    if why := unwritable_dir(args.out):
+        raise ValueError(f"--out {args.out}: {why}")
     if args.resume and not args.resume.is_dir():
         raise ValueError(f"--resume {args.resume}: no such directory (an earlier campaign's --out)")
     if args.resume and args.resume.resolve() == args.out.resolve():
@@ -303,6 +307,13 @@ def run_all(args, wheres: list[installation.Installation]) -> list[dict]:
     os.environ.setdefault(MEMORY_DIR, tempfile.gettempdir())
     xdist = tuple(worker_args(str(args.workers), len(wheres) * len(args.families), args.profile))
     jobs = [Job(w, f, args.out, xdist) for w in wheres for f in args.families]
+    ours = (
+        "summary.json",
+        "summary.md",
+        *(f"{job.name}[.-]*" for job in jobs),
+        *(f"{w.label}-warm.log" for w in wheres),
+    )
+    keep_results(args.out, ours, "campaign")
     watches = [Watch.of(job.name, args.out) for job in jobs]
     jobs_each = shared(args.warm_jobs, len(wheres))
     warmups = [warming.beside(w, args, jobs_each, args.out / f"{w.label}-warm.log") for w in wheres if args.warm]

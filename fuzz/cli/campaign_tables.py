@@ -167,7 +167,7 @@ def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
             f"{_database(r.db_per_run)})",
             "",
         ]
-        minutes = r.seconds / 60
+        minutes = max(r.seconds, 1) / 60  # a run that broke at once took 0 s: its summary, not a ZeroDivisionError
         lines += [
             f"{r.distinct} distinct cases ({r.examples} checks) in {r.seconds} s: "
             f"**{r.distinct / minutes:.0f} distinct cases per minute**; {r.buckets} compile buckets "

@@ -10,11 +10,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fuzz.cli.earlier import keep_file
 from fuzz.cli.parser import Parser
 from fuzz.export import issue, script
 from fuzz.export.shake import ShakeError
 from fuzz.model.case import Case
 from fuzz.run import corpus
+from fuzz.run.paths import unwritable_file
 
 
 def main(argv: list[str]) -> int:
@@ -38,10 +40,8 @@ def main(argv: list[str]) -> int:
     if args.issue and not args.output:
         parser.error("--issue needs -o: the issue carries the script")
     for option, path in (("-o", args.output), ("--issue", args.issue)):
-        if path is not None and path.is_dir():
-            parser.error(f"{option} {path}: a directory; give a file name in it")
-        if path is not None and not path.resolve().parent.is_dir():
-            parser.error(f"{option} {path}: no directory {path.parent} to write it in")
+        if path is not None and (why := unwritable_file(path)):
+            parser.error(f"{option} {path}: {why}")
     try:
         exported = script.export(
             case,
@@ -55,6 +55,9 @@ def main(argv: list[str]) -> int:
     if not args.output:
         sys.stdout.write(exported.text)
         return 0
+    for option, path in (("-o", args.output), ("--issue", args.issue)):  # an earlier export's, kept
+        if path is not None:
+            keep_file(path, "export", option)
     args.output.write_text(exported.text)
     size = f"{len(exported.text.splitlines())} lines, {len(exported.text.encode()) / 1000:.1f} KB"
     print(f"wrote {args.output} ({size}): python {args.output}")

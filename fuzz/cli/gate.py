@@ -21,7 +21,8 @@ change (candidate median / baseline median, each floored at FLOOR) and the coord
 
 Writes into --out: summary.md (also --markdown FILE, and appended to $GITHUB_STEP_SUMMARY when set), gate.xml
 (JUnit), report.html, scripts/, and each side's --gdn-report JSON, log, JUnit XML, live failure log and progress
-events (NAME-events.jsonl, fuzz.run.events). Exit status: 1 on any new failure, 2 when a side could not be run, else 0.
+events (NAME-events.jsonl, fuzz.run.events); an earlier gate's results there move aside first, into OUT/gate-TIME
+(fuzz.cli.earlier). Exit status: 1 on any new failure, 2 when a side could not be run, else 0.
 
 An installation is a python executable (a venv's bin/python, or the venv directory itself) or a directory put first
 on PYTHONPATH (`pip install --no-deps --target DIR lib==X`). Both sides run this gdn-fuzz's fuzz suites.
@@ -38,6 +39,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from fuzz.cli.earlier import keep_results
 from fuzz.cli.gate_model import SIDES, STATUSES, Drift, Finding, Plan, Result, Row, Side
 from fuzz.cli.parser import Parser
 from fuzz.judge.failures import normalized
@@ -45,6 +47,7 @@ from fuzz.model.case import Case
 from fuzz.run import events
 from fuzz.run.failure_key import FailureKey
 from fuzz.run.installation import Installation
+from fuzz.run.paths import unwritable_dir, unwritable_file
 from fuzz.run.progress import Progress, Watch
 from fuzz.run.report import XPASS, RunReport
 
@@ -194,6 +197,10 @@ def shared_coordinates(baseline: RunReport, candidate: RunReport) -> tuple[int, 
     return len(judged[0]), len(judged[1]), len(judged[0] & judged[1])
 
 
+# What a gate writes in --out: its reports, scripts, and each side's report, logs and events (NAME*)
+RESULTS = ("summary.md", "gate.xml", "report.html", "scripts", *(f"{side}*" for side in SIDES))
+
+
 def main(argv: list[str]) -> int:
     """`gdn-fuzz gate ARGV`: check the sides, run them, compare them, write the reports; the exit status the module
     docstring gives."""
@@ -267,7 +274,11 @@ def _parser() -> Parser:
 
 def _checked(parser: Parser, args: argparse.Namespace) -> tuple[list[Side], Plan]:
     """The two sides and what both run, or a one-line usage error (exit 2): an installation that is none, a
-    malformed override, an unknown profile or family."""
+    malformed override, an unknown profile or family, an --out or --markdown it could not write."""
+    if why := unwritable_dir(args.out):
+        parser.error(f"--out {args.out}: {why}")
+    if args.markdown and (why := unwritable_file(args.markdown)):
+        parser.error(f"--markdown {args.markdown}: {why}")
     from fuzz.targets.registry import FAMILIES, parse_overrides
 
     try:
@@ -300,13 +311,11 @@ def _unrunnable(sides: list[Side], plan: Plan, allow_same: bool) -> str | None:
 
 
 def _fresh(out: Path) -> Path:
-    """The --out directory, made, resolved and cleared of an earlier gate's reports, which this one may not rewrite
-    (a side that could not run writes no HTML report and no scripts)."""
+    """The --out directory, made and resolved, an earlier gate's results moved aside (never deleted: a second gate
+    into the default gate-out/ used to delete the first one's reports, scripts and logs)."""
     out.mkdir(parents=True, exist_ok=True)
     out = out.resolve()
-    for stale in ("summary.md", "gate.xml", "report.html"):
-        (out / stale).unlink(missing_ok=True)
-    shutil.rmtree(out / "scripts", ignore_errors=True)
+    keep_results(out, RESULTS, "gate")
     return out
 
 

@@ -11,11 +11,14 @@ import argparse
 import json
 from contextlib import ExitStack
 from dataclasses import asdict
+from pathlib import Path
 
+from fuzz.cli.earlier import keep_file
 from fuzz.cli.parser import Parser
 from fuzz.generate.profiles import PROFILES
 from fuzz.model.case import Case
 from fuzz.run import sanitize as engine
+from fuzz.run.paths import unwritable_file
 from fuzz.run.sanitize import sanitize
 
 
@@ -53,6 +56,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", help="write the results as JSON")
     p.add_argument("--seconds", type=float, default=900.0, help="time budget: cases not finished by then are not run")
     args = p.parse_args(argv)
+    if args.out and (why := unwritable_file(Path(args.out))):  # not after the cases ran
+        p.error(f"--out {args.out}: {why}")
     from fuzz.targets.registry import TARGETS, overridden, parse_overrides
 
     restore = ExitStack()
@@ -65,6 +70,8 @@ def main(argv: list[str]) -> int:
         target = next((t for t in TARGETS if t.name == args.target), None)
         if target is None:
             p.error(f"unknown target {args.target}; expected one of {', '.join(t.name for t in TARGETS)}")
+        if why := engine.missing_sanitizer():
+            p.refuse(why)
         todo = [Case.parse(c) for c in args.coordinates] + (
             sample(target, args.op, args.profile, args.sample) if args.sample else []
         )
@@ -78,6 +85,7 @@ def main(argv: list[str]) -> int:
             f"{sum(not r.clean for r in results)} with memcheck errors or a dead child"
         )
         if args.out:
+            keep_file(Path(args.out), "sanitize", "--out")
             with open(args.out, "w") as f:
                 json.dump([asdict(r) for r in results], f, indent=1)
         return int(any(not r.clean for r in results))

@@ -16,6 +16,7 @@ from fuzz.cli.parser import Parser
 from fuzz.generate.profiles import PROFILES
 from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run import warm, warming
+from fuzz.suite import device
 
 
 def main(argv: list[str]) -> int:
@@ -48,11 +49,10 @@ def main(argv: list[str]) -> int:
     if not budget.plan_size:
         print(f"gdn-fuzz warm: the {args.profile} profile draws its buckets freely, with no plan to compile ahead")
         return 0
-    if budget.device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
     from fuzz.run import kernel_cache
 
-    try:
+    try:  # the Triton interpreter on a CPU profile, a GPU on a GPU profile (one line, before any work), the cache
+        device.prepare(PROFILES[args.profile], "--profile")
         cache = kernel_cache.configure(args.kernel_cache)
     except ValueError as e:
         p.refuse(str(e))

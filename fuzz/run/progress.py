@@ -1,5 +1,6 @@
 """Live progress of the pytest runs `gdn-fuzz campaign` and `gdn-fuzz gate` start, read from the --gdn-events files
-each run writes (fuzz.run.events), so it does not depend on pytest's verbosity (-q among the user's arguments).
+each run writes (fuzz.run.events), so it does not depend on pytest's verbosity (-q among the user's arguments). A plain
+pytest run shows its own, from the same events and in the same words (fuzz.suite.live).
 
 On a terminal a table redrawn in place (rich): each run's elapsed time, tests finished of selected, examples checked,
 distinct failures, failed tests and state, then one line per test in flight with its examples and examples per
@@ -65,6 +66,10 @@ class InFlight:
         return self.count.failures if self.count else 0
 
     @property
+    def shrinking(self) -> bool:
+        return self.count is not None and self.count.phase == "shrink"
+
+    @property
     def rate(self) -> float | None:
         """Examples per second since the test started, by the writer's clock."""
         seconds = self.count.at - self.start.at if self.count else 0.0
@@ -109,17 +114,23 @@ class Watch:
         for path in events.files(self.events):
             for line in self._tails.setdefault(path, _Tail(path)).lines():
                 event = Event.from_json(json.loads(line))
-                if event.kind == "session":
-                    self.total = max(self.total or 0, event.tests)  # each xdist worker selects them all
-                elif event.kind == "start":
-                    self.running[event.test] = InFlight(event)
-                elif event.kind == "count" and event.test in self.running:
-                    self.running[event.test] = replace(self.running[event.test], count=event)
-                elif event.kind == "finish":
-                    self.running.pop(event.test, None)
-                    self.finished[event.test] = event
+                if self.add(event):
                     news.append((event, len(self.finished)))
         return news
+
+    def add(self, event: Event) -> bool:
+        """Take one event of the run into account; whether it is a test's finish."""
+        if event.kind == "session":
+            self.total = max(self.total or 0, event.tests)  # each xdist worker selects them all
+        elif event.kind == "start":
+            self.running[event.test] = InFlight(event)
+        elif event.kind == "count" and event.test in self.running:
+            self.running[event.test] = replace(self.running[event.test], count=event)
+        elif event.kind == "finish":
+            self.running.pop(event.test, None)
+            self.finished[event.test] = event
+            return True
+        return False
 
     @property
     def examples(self) -> int:
@@ -150,9 +161,20 @@ def short(nodeid: str, room: int | None = None) -> str:
 
 
 def in_flight(prefix: str, test: str, flight: InFlight, width: int) -> str:
-    """'PREFIX test_decode[sglang-recurrent]: 120 examples, 4.1/s', the test's name shortened to fit `width`."""
-    numbers = f": {flight.examples} examples" + (f", {flight.rate:.1f}/s" if flight.rate is not None else "")
+    """'PREFIX test_decode[sglang-recurrent]: 120 examples, 96 distinct, 4.1/s, shrinking', the test's name shortened
+    to fit `width`: a shrink checks few examples a second, and says so rather than look like a stall."""
+    numbers = (
+        f": {flight.examples} examples"
+        + (f", {flight.count.distinct} distinct" if flight.count and flight.count.distinct else "")
+        + (f", {flight.rate:.1f}/s" if flight.rate is not None else "")
+        + (", shrinking" if flight.shrinking else "")
+    )
     return f"{prefix}{short(test, width - len(prefix) - len(numbers))}{numbers}"
+
+
+def head(watch: Watch, done: int) -> str:
+    """'baseline [3/11 0:42]': the run, tests finished of selected, elapsed (a run of no name: the brackets alone)."""
+    return f"{watch.name} [{done}/{watch.total or '?'} {_clock(watch.elapsed())}]".lstrip()
 
 
 def _clock(seconds: float) -> str:
@@ -200,7 +222,7 @@ class Progress:
                 if now - self._told.setdefault((watch.name, test), now) >= PLAIN_EVERY:
                     self._told[watch.name, test] = now
                     print(
-                        in_flight(f"{self._head(watch, len(watch.finished))} running ", test, flight, 80),
+                        in_flight(f"{head(watch, len(watch.finished))} running ", test, flight, 80),
                         file=self.stream,
                         flush=True,
                     )
@@ -208,15 +230,12 @@ class Progress:
             self._live.update(self.table(self._live.console.width), refresh=True)
 
     @staticmethod
-    def _head(watch: Watch, done: int) -> str:
-        return f"{watch.name} [{done}/{watch.total or '?'} {_clock(watch.elapsed())}]"
-
-    def line(self, watch: Watch, event: Event, done: int) -> str:
+    def line(watch: Watch, event: Event, done: int) -> str:
         """'baseline [3/11 0:42] PASSED fuzz/test_decode.py::test_decode[flashinfer-bf16]: 168 examples'."""
         found = f": {event.examples} examples" if event.stop else ""  # a fuzz or serving test
         if event.failures:
             found += f", {event.failures} distinct failure{'s' if event.failures > 1 else ''}"
-        return f"{self._head(watch, done)} {event.outcome} {event.test}{found}"
+        return f"{head(watch, done)} {event.outcome} {event.test}{found}"
 
     def table(self, width: int):
         """The runs' table, then a line per test in flight; nothing wider than `width`."""

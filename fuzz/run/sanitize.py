@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,6 +46,14 @@ class SanitizerResult:
 
 
 SANITIZER = "compute-sanitizer"
+
+
+def missing_sanitizer(executable: str = SANITIZER) -> str | None:
+    """Why the sanitizer cannot run here (checked before a run's first test, not at its first crash's replay, which
+    raised FileNotFoundError), or None."""
+    if shutil.which(shlex.split(executable)[0]) is None:
+        return f"needs {executable} (the CUDA toolkit's) on PATH"
+    return None
 
 
 def sanitizer_command(executable: str = SANITIZER) -> list[str]:

@@ -54,8 +54,8 @@ from fuzz.model.case import Case
 from fuzz.run import kernel_cache
 from fuzz.run.harness import PHASES, dispatch_bucket, failure_bucket
 from fuzz.run.result import CheckResult, CrashAttribution, Failure, in_phase
+from fuzz.run.timeouts import DEFAULT_TIMEOUT
 
-DEFAULT_TIMEOUT = 120.0  # seconds per call; the first call on a fresh worker may compile
 STARTUP_TIMEOUT = 300.0  # interpreter + torch + the fuzz package (no kernel compiles happen at start-up)
 INHERITED_ENV = ("TRITON_INTERPRET",)  # set in the child before anything imports triton
 # Error text after which a CUDA context is unusable (sticky errors). Out-of-memory is not one of them.

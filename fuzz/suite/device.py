@@ -8,8 +8,9 @@ import os
 from fuzz.generate.profiles import Profile
 
 
-def prepare(profile: Profile) -> None:
-    """Set this process up for the profile's device; a ValueError in one line where it has none."""
+def prepare(profile: Profile, option: str = "--hypothesis-profile") -> None:
+    """Set this process up for the profile's device; a ValueError in one line where it has none, naming the `option`
+    that chose the profile (pytest's, or a command's --profile)."""
     if profile.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before any target imports triton
         return
@@ -18,8 +19,8 @@ def prepare(profile: Profile) -> None:
 
     if not torch.cuda.is_available():
         raise ValueError(
-            f"--hypothesis-profile={profile.name} runs on a CUDA GPU, and torch "
-            f"{torch.__version__} sees none here; use --hypothesis-profile=ci or dev"
+            f"{option}={profile.name} runs on a CUDA GPU, and torch "
+            f"{torch.__version__} sees none here; use {option}=ci or dev"
         )
 
 

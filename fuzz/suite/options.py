@@ -5,7 +5,10 @@ added, renamed or bounded in one place.
 
 `Options.read` checks the value it builds, before the first example, each bad input one line (a ValueError, which the
 plugin makes pytest's usage error): a count or time out of range, a file the run writes as it goes in a directory that
-does not exist, a live log to resume that is not one, a seed that is no integer."""
+does not exist, a live log to resume that is not one, a seed that is no integer, a path the run writes that will not
+do (fuzz.run.paths: a report that is a directory, a corpus-out that is a file), --gdn-sanitize where there is no
+compute-sanitizer. This module imports nothing heavy (no torch, no Hypothesis): pytest registers these options in
+every run where gdn-fuzz is installed."""
 
 from __future__ import annotations
 
@@ -13,12 +16,15 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fuzz.generate.profiles import Profile
 from fuzz.model.known_bugs import MASK_POLICIES
 from fuzz.run.kernel_cache import KernelCache
-from fuzz.run.report import live_log
-from fuzz.run.worker import DEFAULT_TIMEOUT
+from fuzz.run.paths import unwritable_dir, unwritable_file
+from fuzz.run.timeouts import DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from fuzz.generate.profiles import Profile
 
 ROW = "gdn-fuzz option"  # the key of a field's row in its metadata
 
@@ -36,7 +42,8 @@ class Flag:
     least: int | None = None  # the least value allowed (None: any) ...
     above: bool = False  # ... or the bound the value must pass, itself refused
     path: bool = False  # the value names a file or directory (an empty one names none)
-    writes: bool = False  # a file the run writes as it goes: its directory must exist before the first example
+    writes: bool = False  # a file the run writes as it goes: checked writable before the first example
+    makes: bool = False  # a directory the run writes in (made where missing; "://" names a server, not checked)
     alias: tuple[str, str, str] | None = None  # (flag, value, help): a flag that gives this option that value
 
     @property
@@ -62,11 +69,16 @@ class Flag:
         return given
 
     def check(self, value) -> None:
-        """A ValueError in one line when the value is out of its bound, or names a file in no directory."""
+        """A ValueError in one line when the value is out of its bound, or names a path the run cannot write."""
         if self.least is not None and value is not None and (value < self.least or value == self.least and self.above):
             raise ValueError(f"{self.flag}={value:g}: expected a number {'>' if self.above else '>='} {self.least}")
-        if self.writes and value and not value.resolve().parent.is_dir():
-            raise ValueError(f"{self.flag}={value}: no directory {value.parent} to write it in")
+        why = None
+        if self.writes and value:
+            why = unwritable_file(Path(value))
+        elif self.makes and value and "://" not in str(value):
+            why = unwritable_dir(Path(value))
+        if why:
+            raise ValueError(f"{self.flag}={value}: {why}")
 
 
 def option(default, flag: str, help: str, **row) -> dataclasses.Field:
@@ -107,6 +119,7 @@ class Options:
         None,
         "--gdn-corpus-out",
         path=True,
+        makes=True,
         metavar="DIR",
         help="write each distinct shrunk failure as a new corpus entry (JSON) into DIR (never over an existing one)",
     )
@@ -177,6 +190,7 @@ class Options:
     db: str | None = option(
         None,
         "--gdn-db",
+        makes=True,
         metavar="DIR|redis://HOST:PORT",
         help="the Hypothesis example database: a directory, or a redis server shared across hosts",
     )
@@ -215,6 +229,7 @@ class Options:
     kernel_cache_dir: str | None = option(
         None,
         "--gdn-kernel-cache",
+        makes=True,
         metavar="DIR",
         help="keep compiled kernels under DIR, one directory per library release (default: "
         "$XDG_CACHE_HOME/gdn-fuzz/kernels); restore it in CI, keyed by the library versions and the GPU arch",
@@ -268,6 +283,11 @@ class Options:
         )
         if options.resume:
             _check_live_log("--gdn-resume", options.resume)
+        if options.sanitize:
+            from fuzz.run.sanitize import missing_sanitizer  # torch: read only where the plugin woke
+
+            if why := missing_sanitizer():
+                raise ValueError(f"--gdn-sanitize: {why}")
         return options
 
     def time_box(self, profile: str, examples: int) -> str:
@@ -310,6 +330,8 @@ def _integer(flag: str, value) -> int | None:
 
 def _check_live_log(flag: str, path: Path) -> None:
     """Every fuzz test reads the live log to resume: a missing or unreadable one stops the run before it starts."""
+    from fuzz.run.report import live_log  # torch: only where a run resumes
+
     if not path.is_file():
         raise ValueError(f"{flag}={path}: no such file (the --gdn-live-log of an earlier run)")
     try:

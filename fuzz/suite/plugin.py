@@ -25,25 +25,26 @@ import dataclasses
 import os
 import sys
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 import pytest
 
-from fuzz.generate.profiles import PROFILES, Profile, database, register_profiles, unknown_profile
-from fuzz.run import kernel_cache
-from fuzz.run.events import EventLog, path_for
-from fuzz.suite import device
 from fuzz.suite.options import Options, register
-from fuzz.suite.session import FuzzSession
-from fuzz.suite.summary import RunSummary
+
+if TYPE_CHECKING:  # the rest is imported as the plugin wakes: a dormant plugin imports neither torch nor Hypothesis
+    from fuzz.generate.profiles import Profile
+    from fuzz.suite.session import FuzzSession
 
 OURS = pytest.StashKey[bool]()  # fuzz/conftest.py woke the plugin: the fuzz suites are in this run
-SESSION = pytest.StashKey[FuzzSession]()
+SESSION = pytest.StashKey["FuzzSession"]()
 
 
 def wake(pluginmanager) -> None:
     """fuzz/conftest.py's call as it loads (its pytest_addoption, before the command line is acted on): register
     this module where no entry point did (pluggy refuses a module registered twice), register the gdn-fuzz Hypothesis
     profiles, and mark the run as ours."""
+    from fuzz.generate.profiles import register_profiles
+
     module = sys.modules[__name__]
     if not pluginmanager.is_registered(module):
         pluginmanager.register(module, "gdn_fuzz")
@@ -87,6 +88,8 @@ def pytest_cmdline_main(config):
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     """-n auto on a GPU profile: the gdn-fuzz count (fuzz.run.workers); on a CPU profile, xdist's own."""
+    from fuzz.generate.profiles import PROFILES
+
     profile = PROFILES.get(config.getoption("hypothesis_profile", None) or "dev")
     if not _ours(config) or profile is None or profile.device == "cpu":
         return None
@@ -108,6 +111,8 @@ def _workers(config, value: str) -> int:
 
 def _profile(config) -> Profile:
     """The run's profile; with no --hypothesis-profile, dev (not Hypothesis's default, nor its own "ci" under $CI)."""
+    from fuzz.generate.profiles import PROFILES, unknown_profile
+
     name = config.getoption("hypothesis_profile", None) or "dev"
     if name not in PROFILES:
         raise pytest.UsageError(f"--hypothesis-profile={name}: {unknown_profile(name)}")
@@ -119,6 +124,12 @@ def pytest_configure(config):
     if not _ours(config):
         return
     from hypothesis import settings
+
+    from fuzz.generate.profiles import database
+    from fuzz.run import kernel_cache
+    from fuzz.suite import device
+    from fuzz.suite.session import FuzzSession
+    from fuzz.suite.summary import RunSummary
 
     profile = _profile(config)  # its settings too, with no --hypothesis-profile: dev's
     try:
@@ -185,14 +196,20 @@ def _check_corpus(options: Options) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
-    """--gdn-events: written by the process that runs the tests (not an xdist controller: its workers do)."""
+    """The progress events, in the process that runs the tests (not an xdist controller: its workers do): to
+    --gdn-events, and to the run's live progress on its terminal or in its log (fuzz.suite.live)."""
     run, config = _session(session.config), session.config
-    if run is None or not (path := run.options.events) or config.pluginmanager.has_plugin("dsession"):
+    if run is None or config.pluginmanager.has_plugin("dsession"):
         return
+    from fuzz.run.events import EventLog, path_for
     from fuzz.suite.event_hooks import TestEvents
+    from fuzz.suite.live import LiveProgress
 
+    path, live = run.options.events, LiveProgress.of(config)
+    if not path and live is None:
+        return
     worker = getattr(config, "workerinput", {}).get("workerid")
-    run.events = EventLog(path_for(path, worker))
+    run.events = EventLog(path_for(path, worker) if path else None, live.add if live else None)
     config.pluginmanager.register(TestEvents(config, run), "gdn_fuzz_events")
 
 

@@ -160,7 +160,8 @@ class FuzzSession:
             if result.failure is not None:
                 test.record_hit(result.failure.key, now)
             if self.events is not None:
-                self.events.count(test.nodeid, test.checked, len(test.hits))
+                distinct = len(self.report.distinct[(target.name, op)])
+                self.events.count(test.nodeid, test.checked, len(test.hits), distinct, stage)
         if result.failure is not None:
             self._log(target, result.failure)
         return result

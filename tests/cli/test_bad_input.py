@@ -82,6 +82,20 @@ USAGE_ERRORS = {
     "zero timeout": (["--gdn-timeout=0"], "--gdn-timeout=0"),
     "report in a missing directory": (["--gdn-report=/nonexistent/r.json"], "no directory /nonexistent"),
     "corpus that does not exist": (["--gdn-corpus=/nonexistent"], "/nonexistent: no such corpus directory"),
+    # paths checked before the first test: each used to fail at its first write, as a traceback
+    "report that is a directory": ([f"--gdn-report={ROOT}"], f"--gdn-report={ROOT}: a directory; give a file name"),
+    "live log that is a directory": ([f"--gdn-live-log={ROOT}"], f"--gdn-live-log={ROOT}: a directory"),
+    "events file that is a directory": ([f"--gdn-events={ROOT}"], f"--gdn-events={ROOT}: a directory"),
+    "report under a file": ([f"--gdn-report={ROOT}/README.md/r.json"], f"no directory {ROOT}/README.md to write"),
+    "corpus out that is a file": (  # after 146 s of fuzzing, a FileExistsError hid the failure it found
+        [f"--gdn-corpus-out={ROOT}/README.md"],
+        f"--gdn-corpus-out={ROOT}/README.md: a file, not a directory",
+    ),
+    "corpus out under a file": (
+        [f"--gdn-corpus-out={ROOT}/README.md/new"],
+        f"cannot be made: {ROOT}/README.md is a file, not a directory",
+    ),
+    "example database that is a file": ([f"--gdn-db={ROOT}/README.md"], f"--gdn-db={ROOT}/README.md: a file"),
 }
 
 
@@ -98,6 +112,27 @@ def test_gpu_profile_without_cuda_is_one_line():
     proc = pytest_run("fuzz/", "--hypothesis-profile=h200", env={"CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 4
     assert "runs on a CUDA GPU" in one_line(proc)
+
+
+def test_warm_on_a_gpu_profile_without_cuda_is_one_line():
+    """It used to be a traceback, after 34 s of loading the targets."""
+    proc = run("-m", "fuzz", "warm", "--profile", "h200", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert one_line(proc).startswith("gdn-fuzz warm: error: --profile=h200 runs on a CUDA GPU, and torch")
+
+
+def test_sanitize_without_compute_sanitizer_stops_the_run_before_the_first_test():
+    """It used to pass unnoticed until the first crash, whose replay then raised FileNotFoundError."""
+    proc = pytest_run("fuzz/", "--hypothesis-profile=ci", "--gdn-sanitize", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--gdn-sanitize: needs compute-sanitizer (the CUDA toolkit's) on PATH" in one_line(proc)
+
+
+def test_sanitize_command_without_compute_sanitizer_is_one_line():
+    """It used to be a FileNotFoundError traceback, after drawing the cases."""
+    proc = run("-m", "fuzz", "sanitize", "fla-recurrent", BASE, env={"PATH": "/nonexistent"})
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert one_line(proc) == "gdn-fuzz sanitize: error: needs compute-sanitizer (the CUDA toolkit's) on PATH"
 
 
 @pytest.mark.parametrize(
@@ -213,6 +248,10 @@ CLI_ERRORS = {
     "export of a bad coordinate": (["export", BASE.replace("T1", "T4"), "--target", "fla-recurrent"], "decode with T4"),
     "probe of an unknown target": (["probe", BASE, "--target", "nosuch"], "unknown target nosuch"),
     "sanitize of an unknown target": (["sanitize", "nosuch", BASE], "gdn-fuzz sanitize: error: unknown target nosuch"),
+    "sanitize into a directory": (  # it used to fail as it wrote, after every case had run under the sanitizer
+        ["sanitize", "fla-recurrent", BASE, "--out", str(ROOT)],
+        f"gdn-fuzz sanitize: error: --out {ROOT}: a directory; give a file name in it",
+    ),
     "probe with a bad grid": (["probe", BASE, "--grid", "B=0"], "--grid B=0: NAME is one of B, H, G, T"),
     "probe with a bad module": (["probe", BASE, "--module", "fla"], "--module 'fla': expected FAMILY=module.path"),
     "export of a missing corpus file": (["export", "/nonexistent.json"], "/nonexistent.json: not readable JSON"),

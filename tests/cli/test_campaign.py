@@ -356,3 +356,25 @@ def test_a_failure_on_a_contract_edge_is_tabled_as_one_not_as_a_bug():
     assert "1 of them on a contract edge (CONTRACT EDGE: not bugs, counted apart below)" in lines
     assert any(line.startswith("| CONTRACT EDGE pad-past-scratch | 1 | StateMismatch |") for line in lines), lines
     assert any(line.startswith("| NEW | 1 | StateMismatch |") for line in lines)
+
+
+def test_a_second_campaign_into_the_same_out_keeps_the_first_ones_results(tmp_path, capsys):
+    """A campaign into an --out that held an earlier one's used to delete its reports and live logs and overwrite its
+    summary: now they move aside, into OUT/campaign-TIME, and it says so."""
+    out = tmp_path / "campaign"
+    argv = ["fla-", "--profile", "ci", "--installation", "false=/bin/false", "--out", str(out)]
+    assert campaign.main(argv) == 3  # a run that broke
+    first = (out / "summary.json").read_text()
+    capsys.readouterr()
+    assert campaign.main(argv) == 3
+    [aside] = out.glob("campaign-*")
+    assert (aside / "summary.json").read_text() == first and (aside / "false-fla.log").exists()
+    assert f"moved them to {aside}" in capsys.readouterr().err
+
+
+def test_an_out_that_is_a_file_is_one_line_before_any_work(tmp_path, capsys):
+    (out := tmp_path / "out").write_text("")
+    with pytest.raises(SystemExit) as exit_:
+        campaign.main(["fla-", "--profile", "ci", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and err[-1].startswith(f"gdn-fuzz campaign: error: --out {out}: a file"), err

@@ -442,3 +442,31 @@ def test_a_new_failure_on_a_contract_edge_is_counted_apart_and_passes_the_gate(t
     assert "### Contract edges (not bugs; they never fail the gate)" in text
     write_junit(tmp_path / "gate.xml", result, "summary")
     assert ET.parse(tmp_path / "gate.xml").getroot().get("failures") == "0"
+
+
+def test_a_second_gate_into_the_same_out_keeps_the_first_ones_results(tmp_path, capsys):
+    """A second gate into the same --out (the default gate-out/) used to delete the first one's summary, JUnit, HTML
+    report, scripts and logs: now they move aside, into OUT/gate-TIME, and the gate says so in one line."""
+    (tmp_path / "notes.txt").write_text("mine")  # not the gate's: it stays where it is
+    assert run_gate(tmp_path, STANDIN, STANDIN, baseline="/bin/false", candidate="/bin/false") == 2
+    first = (tmp_path / "summary.md").read_text()
+    capsys.readouterr()
+    assert run_gate(tmp_path, STANDIN, STANDIN, baseline="/bin/false", candidate="/bin/false") == 2
+    [aside] = tmp_path.glob("gate-*")
+    assert (aside / "summary.md").read_text() == first
+    assert {"gate.xml", "baseline.log", "candidate.log"} <= {p.name for p in aside.iterdir()}
+    assert (tmp_path / "summary.md").exists() and (tmp_path / "notes.txt").read_text() == "mine"
+    said = [line for line in capsys.readouterr().err.splitlines() if "earlier gate" in line]
+    assert said == [f"gdn-fuzz gate: --out {tmp_path} held an earlier gate's results " + said[0].split("results ")[1]]
+    assert said[0].endswith(f"moved them to {aside}")
+
+
+def test_an_out_that_is_a_file_is_one_line_before_any_work(tmp_path, capsys):
+    """It used to be a FileExistsError traceback with exit 1, the gate's own "new failure" status."""
+    (out := tmp_path / "out").write_text("")
+    with pytest.raises(SystemExit) as exit_:
+        gate.main(["--baseline", sys.executable, "--candidate", sys.executable, "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and err == [
+        f"gdn-fuzz gate: error: --out {out}: a file, not a directory (see gdn-fuzz gate --help)"
+    ], err

@@ -704,6 +704,15 @@ def test_export_says_what_it_wrote(tmp_path, capsys):
     assert capsys.readouterr().out == f"wrote {script} ({size}): python {script}\n"
 
 
+def test_an_earlier_export_is_kept_beside_the_new_one(tmp_path, capsys):
+    """Exporting to an -o that exists used to overwrite it: the earlier script is kept, renamed by its time."""
+    (script := tmp_path / "r.py").write_text("the earlier export")
+    assert export_main([PADDED, "--target", "fla-recurrent", "-o", str(script)]) == 0
+    [kept] = tmp_path.glob("r.*-*.py")
+    assert kept.read_text() == "the earlier export" and script.read_text() != "the earlier export"
+    assert f"gdn-fuzz export: -o {script} held an earlier export: moved it to {kept}" in capsys.readouterr().err
+
+
 def test_cli_and_the_gates_call(capsys):
     with pytest.raises(SystemExit):
         export_main([PADDED])

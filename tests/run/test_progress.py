@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
@@ -19,6 +20,7 @@ from fuzz.cli import campaign
 from fuzz.run import events, progress
 from fuzz.run.events import Event, EventLog
 from fuzz.run.progress import Progress, Watch
+from fuzz.suite.live import LiveProgress
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODE = "fuzz/test_decode.py::test_decode"
@@ -220,3 +222,57 @@ def test_a_hypofuzz_worker_reports_each_test_it_fuzzes_as_hypofuzz_switches_to_i
     assert re.fullmatch(
         r"worker 0 \[1/2 0:00\] running test_decode\[sglang-\S*current\]: 10 examples(, [\d.]+/s)?", line
     ), line  # a fast machine's rate (10000.7/s) leaves the 80 columns no room for the whole id: its middle gives way
+
+
+# ---- the plain pytest run's own progress (fuzz.suite.live) -------------------------------------------------------
+def test_a_plain_run_says_each_fuzz_test_it_finished_in_its_log(tmp_path):
+    """The README's fuzz command printed pytest's dots alone, up to 300 s without a line inside a test."""
+    proc = fuzz_run("-k", "sglang-recurrent")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert re.search(
+        rf"^\[1/1 \d+:\d\d\] PASSED {re.escape(DECODE)}\[sglang-recurrent\]: 3 examples$", proc.stdout, re.M
+    ), proc.stdout[-3000:]
+
+
+def test_a_shrink_says_shrinking_with_its_distinct_cases():
+    """A shrink in progress looked like a stall ('14 examples, 0.1/s' for 2 minutes)."""
+    start = Event("start", 100.0, test=LONG, target="fla-recurrent", op="decode")
+    count = Event("count", 240.0, test=LONG, examples=14, failures=1, distinct=12, phase="shrink")
+    line = progress.in_flight("", LONG, progress.InFlight(start, count), 200)
+    assert line.endswith(": 14 examples, 12 distinct, 0.1/s, shrinking"), line
+
+
+class Reporter:
+    """What LiveProgress uses of pytest's terminal reporter: what it was asked to write, in order."""
+
+    isatty = True
+
+    def __init__(self):
+        self.written: list[str] = []
+
+    def write(self, text, flush=False):
+        self.written.append(text)
+
+    def rewrite(self, line, erase=False):
+        self.written.append("\r" + line)
+
+    def write_line(self, line):
+        self.written.append(line + "\n")
+
+    def flush(self):
+        pass
+
+
+def test_on_a_terminal_a_fuzz_test_gets_a_live_line_kept_as_it_ends():
+    live = LiveProgress(Reporter(), None)
+    live.add(Event("session", 100.0, tests=2))
+    live.add(Event("start", 100.0, test=f"{DECODE}[fla-recurrent]", target="fla-recurrent", op="decode"))
+    live.add(Event("count", 101.0, test=f"{DECODE}[fla-recurrent]", examples=3, distinct=3, phase="generate"))
+    live.add(Event("count", 104.0, test=f"{DECODE}[fla-recurrent]", examples=8, failures=1, phase="shrink"))
+    live.pytest_runtest_logreport(SimpleNamespace(nodeid=f"{DECODE}[fla-recurrent]", when="call"))
+    assert live.reporter.written == [
+        "\n",
+        "\r[0/2 0:00] test_decode[fla-recurrent]: 3 examples, 3 distinct, 3.0/s",
+        "\r[0/2 0:00] test_decode[fla-recurrent]: 8 examples, 2.0/s, shrinking",
+        "\n",
+    ]
