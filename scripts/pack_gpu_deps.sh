@@ -380,12 +380,20 @@ if [ -n "${SGL:-}" ]; then
   exit 0
 fi
 
-# VLLM=0.34.0 bash scripts/pack_gpu_deps.sh .vllm  ->  .vllm/vllm-0.34.0.tar.xz (~45 KB) + .vllm/use.sh
-#   vllm/third_party/flash_linear_attention/ops/*.py (the spec-decode GDN Triton kernels, ops/__init__ included) and
-#   the two real (empty / comment-only) __init__s above it; vllm/__init__.py is an empty stub. The modules they import
-#   from vLLM itself are NOT packed (the loader stubs them; docs: shared/research/serving-glue.md §3.4): printed as STUB.
+# VLLM=0.34.0 bash scripts/pack_gpu_deps.sh .vllm  ->  .vllm/vllm-0.34.0.tar.xz (~75 KB) + .vllm/use.sh
+#   vllm/third_party/flash_linear_attention/ops/*.py (the spec-decode GDN Triton kernels, ops/__init__ included), the
+#   two real (empty / comment-only) __init__s above them, and the static import closure (scripts/py_closure.py) of the
+#   kernel files fuzz.targets.vllm_loader imports (VLLM_STARTS): the vLLM modules those import that the loader does not
+#   stub (vllm.envs, vllm.utils.math_utils, vllm.model_executor.warmup.jit_warmup{,_triton_helper}); vllm/__init__.py
+#   and the other package __init__s are empty stubs. The modules the loader stubs (VLLM_STUBS) are not packed: printed
+#   as STUB. The other ops files are packed without their closure (scripts/vllm_bundle_check.py (b) stubs what they
+#   need beyond it). The script stops when the closure names a vLLM module that does not exist.
 #   Source: the wheel (239 MB) from WHEELDIR or VLLM_WHEEL=<path>, else pip download.
 #   Device side: `. .vllm/use.sh` -> GDN_VLLM_SITE=/tmp/vllm-$VLLM on PYTHONPATH, GDN_VLLM_VERSION.
+VLLM_OPS=vllm.third_party.flash_linear_attention.ops
+VLLM_STARTS=($VLLM_OPS.op $VLLM_OPS.fused_recurrent $VLLM_OPS.fused_sigmoid_gating $VLLM_OPS.fused_gdn_decode_post_conv_mtp
+             $VLLM_OPS.layernorm_guard)
+VLLM_STUBS=(vllm.triton_utils vllm.platforms vllm.utils.platform_utils)
 if [ -n "${VLLM:-}" ]; then
   W="${VLLM_WHEEL:-}"
   if [ -z "$W" ]; then
@@ -393,12 +401,14 @@ if [ -n "${VLLM:-}" ]; then
     W="$(whl "vllm-${VLLM}-*.whl")"
   fi
   SRC="$STAGE/vllm-src"; FLA=vllm/third_party/flash_linear_attention
-  unzip -qo "$W" "$FLA/*.py" 'vllm/third_party/__init__.py' -d "$SRC"
-  mapfile -t FILES < <(cd "$SRC" && ls vllm/third_party/__init__.py $FLA/__init__.py $FLA/ops/*.py)
-  python3 "$HERE/py_closure.py" "$SRC" $(printf '%s\n' "${FILES[@]}" | grep /ops/ | sed 's#/#.#g; s#\.py$##; s#\.__init__$##') \
-    --stub vllm.triton_utils vllm.platforms vllm.utils vllm.model_executor 2>"$STAGE/vllm.err" >/dev/null
-  if grep MISSING "$STAGE/vllm.err"; then echo "vllm $VLLM: ops/ imports vLLM modules that are neither packed nor stubbed (above)" >&2; exit 1; fi
-  grep -E '^STUB' "$STAGE/vllm.err" || true
+  unzip -qo "$W" 'vllm/*.py' -d "$SRC"
+  python3 "$HERE/py_closure.py" "$SRC" "${VLLM_STARTS[@]}" --stub "${VLLM_STUBS[@]}" \
+    2>"$STAGE/vllm.err" | awk '{print $2}' > "$STAGE/vllm.list"
+  if grep MISSING "$STAGE/vllm.err"; then echo "vllm $VLLM: the loader's closure names missing modules (above)" >&2; exit 1; fi
+  grep -E '^(STUB|LAZY)' "$STAGE/vllm.err" || true
+  echo "vllm $VLLM loader closure: $(tail -1 "$STAGE/vllm.err"); third-party: $(sed -n 's/^EXTERNAL \([^ ]*\).*/\1/p' "$STAGE/vllm.err" | tr '\n' ' ')"
+  (cd "$SRC" && ls vllm/third_party/__init__.py $FLA/__init__.py $FLA/ops/*.py) >> "$STAGE/vllm.list"
+  mapfile -t FILES < <(sort -u "$STAGE/vllm.list")
   TAR="vllm-$VLLM.tar.xz"
   pack_py_tree vllm "$VLLM" "$SRC" "$OUTDIR/$TAR" "${FILES[@]}"
   write_py_use_sh "$OUTDIR" "$TAR" VLLM "$VLLM"

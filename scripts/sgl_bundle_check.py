@@ -2,36 +2,27 @@
 
     . .sgl/use.sh && PYTHONPATH=$PYTHONPATH:$PWD python3 scripts/sgl_bundle_check.py   # CPU: TRITON_INTERPRET=1
 
-The project's loader (fuzz.targets.sglang_loader) plus the stubs of shared/research/serving-glue.md §2.2
-(is_cpu/npu/xpu, runtime_context, get_device_core_count); every sglang module with a file must come from
-$GDN_SGLANG_SITE."""
+The project's glue loader (fuzz.targets.sglang_glue_loader.load_sglang_glue: the kernel files' loader plus the stubs
+of shared/research/serving-glue.md §2.2), then the other kernel files the bundle packs; every sglang module with a
+file must come from $GDN_SGLANG_SITE."""
 
 import importlib
 import importlib.metadata
 import importlib.util
 import os
 import sys
-import types
 
 site = os.environ["GDN_SGLANG_SITE"]
 spec = importlib.util.find_spec("sglang")
 print("find_spec:", list(spec.submodule_search_locations), "version:", importlib.metadata.version("sglang"))
 assert list(spec.submodule_search_locations)[0].startswith(site), spec
-from fuzz.targets import sglang_loader as L  # noqa: E402 (after the find_spec check)
+from fuzz.targets.sglang_glue_loader import load_sglang_glue  # noqa: E402 (after the find_spec check)
+from fuzz.targets.wheel_import import register_packages  # noqa: E402
 
-k = L.load_sglang_kernels()
-print("loader:", k.version, k.source_dir)
-assert str(k.source_dir).startswith(site)
-root = k.source_dir
-for pkg in ("sglang.srt.layers.attention.linear.kernels", "sglang.kernels.ops.mamba", "sglang.kernels.ops.memory"):
-    for p in L._prefixes(pkg):
-        sys.modules.setdefault(p, L._package(p, root))
-u = sys.modules["sglang.srt.utils"]
-u.is_cpu = u.is_npu = u.is_xpu = lambda: False
-sys.modules["sglang.srt.utils.common"].get_device_core_count = lambda device_id=0: 132
-rc = types.ModuleType("sglang.srt.runtime_context")
-rc.mamba_cache_chunk_size = lambda: 64
-sys.modules["sglang.srt.runtime_context"] = rc
+g = load_sglang_glue()  # the kernel files' loader, then the glue's packages and stubs (serving-glue.md §2.2)
+print("loader:", g.version, g.source_dir)
+assert str(g.source_dir).startswith(site)
+register_packages(g.source_dir, "sglang.kernels.ops.attention.fla", "sglang.kernels.ops.attention.linear")
 mods = [
     "sglang.srt.layers.attention.linear.kernels.kernel_backend",
     "sglang.srt.layers.attention.linear.kernels.gdn_triton",

@@ -40,6 +40,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from fuzz.generate.profiles import Budget
 from fuzz.generate.strategies import bucket_plan, cases, draw_bucket
 from fuzz.model.case import SEEDS, Case
+from fuzz.model.engines import ENGINES, empty_extend
 from fuzz.model.known_bugs import masked_reason
 from fuzz.model.support import Support, TargetView
 
@@ -215,6 +216,8 @@ def _requests(sup: Support, case: Case, order: list[int]) -> Case:
         seqlens = pick(case.seqlens)
         seqlens = seqlens if sup.empty_prefill or any(seqlens) else (1, *seqlens[1:])
         fields.update(seqlens=seqlens, T=max(seqlens))
+        if (engine := ENGINES.get(sup.engine)) and case.edge in (None, "empty-extend"):  # reordered: classify again
+            fields.update(edge="empty-extend" if empty_extend(fields["read_slots"], seqlens, engine.null) else None)
     if case.inter_rows and (sup.exact_rows or not sup.spare_rows):
         fields.update(inter_rows=len(order))
     if not sup.pool:  # no slot map: request i is state row i, so the pool shrinks with the batch

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from fuzz.generate.profiles import Budget, stable_draws
 from fuzz.model import dispatch
 from fuzz.model.case import Case
-from fuzz.model.engines import ENGINES, Engine, edges_for
+from fuzz.model.engines import ENGINES, Engine, edges_for, empty_extend
 from fuzz.model.footprint import peak_bytes
 from fuzz.model.support import Support, TargetView
 
@@ -238,6 +238,8 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
     T = max(seqlens) if op == "prefill" else T
     if engine := ENGINES.get(sup.engine):
         inter, slots = _engine_maps(draw, engine, bucket, op, B, T, budget, first, spare)
+        if slots["edge"] is None and empty_extend(slots["read_slots"], seqlens, engine.null):
+            slots["edge"] = "empty-extend"  # classified, not drawn: the draws stay those of a plain case
     else:
         inter = _intermediate(draw, sup, bucket, B, T)
         slots = draw(
@@ -385,6 +387,7 @@ def _engine_maps(draw, engine: Engine, bucket: Bucket, op: str, B: int, T: int, 
         "accepted-zero": token,
         "accepted-past-T": token,
         "flat-indices-multitoken": token and T > 1,
+        "empty-extend": False,  # a property of the drawn seqlens, classified by the caller
     }
     edges = [e.id for e in edges_for(engine.name, op) if needs.get(e.id, True)]
     if edges and draw(st.integers(0, 3)) == 3:

@@ -162,6 +162,24 @@ EDGES: dict[str, Edge] = {
             "185-187; vllm v1/attention/backends/utils.py:55, fused_recurrent.py:115",
         ),
         Edge(
+            id="empty-extend",
+            engines=("sglang",),
+            ops=("prefill",),
+            contract="every live request of an extend carries at least one token (a prefix match stops one token short "
+            "of the input; a decode row mixed into an extend carries one; an idle rank's dummy extend is one request "
+            "of all the padded tokens): a live request of zero tokens is outside the contract; the glue may reject "
+            "the call or leave the request's slot as it is (no tokens: no state change)",
+            why="a request whose prompt is wholly cached is one off-by-one away from an empty extend, and the "
+            "backend forwards query_start_loc unchecked; SGLang guards a zero-token extend only on HIP",
+            expect="reject",
+            cite="sglang srt/managers/schedule_batch.py:1766-1768 (max_prefix_len = input_len - 1), :3359 (mixed "
+            "decode rows extend 1), srt/model_executor/forward_batch_info.py:1874-1890 (idle rank: one dummy "
+            "request of num_tokens), srt/layers/attention/hybrid_linear_attn_backend.py:307-313 (query_start_loc "
+            "from extend_start_loc and extend_seq_lens), srt/layers/attention/linear/gdn_backend.py:960-961 (the "
+            "HIP-only zero-token guard)",
+            skip_ok=True,
+        ),
+        Edge(
             id="flat-indices-multitoken",
             engines=("vllm",),
             ops=("verify",),
@@ -178,6 +196,12 @@ EDGES: dict[str, Edge] = {
         ),
     )
 }
+
+
+def empty_extend(read_slots: tuple[int, ...], seqlens: tuple[int, ...], null: int) -> bool:
+    """Whether a prefill names a live request (a slot other than the engine's null) with no tokens: the
+    empty-extend edge, which strategies classify rather than draw."""
+    return any(n == 0 and slot != null for slot, n in zip(read_slots, seqlens))
 
 
 def edges_for(engine: str | None, op: str) -> tuple[Edge, ...]:
