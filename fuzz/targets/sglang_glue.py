@@ -123,7 +123,7 @@ class GlueTarget(TritonTarget):
         return memo[2]
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
-        return glue_call(self.kernel(t.q.device), case, t, t.pool.view, self.packed)
+        return glue_call(self.family.tapped(self.kernel(t.q.device)), case, t, t.pool.view, self.packed)
 
 
 class FallbackTarget(GlueTarget):
@@ -161,12 +161,11 @@ class Misaligned(GlueTarget):
 def _build(api, arch: int | None, device: str):
     if arch is None:
         return getattr(api, TRITON)()
-    from fuzz.targets.sglang_glue_loader import STANDIN, load_sglang_glue
+    from fuzz.targets.sglang_glue_loader import glue_kernel
     from fuzz.targets.sglang_loader import SglangUnavailable
 
     with unavailable_as(SglangUnavailable):  # an override's class, built the way the real one is
-        glue = dataclasses.replace(load_sglang_glue(), FlashInferGDNKernel=getattr(api, FLASHINFER))
-        return glue.flashinfer_kernel(arch, api=None if device == "cuda" else STANDIN)
+        return glue_kernel(getattr(api, FLASHINFER), arch, device)
 
 
 def _triton(profile_device: str) -> str:
@@ -184,26 +183,27 @@ def glue_call(kernel, case: Case, t: Tensors, pool: torch.Tensor, packed: bool =
     _check_shape(case)
     slots, device = t.read_slots.to(torch.int32), t.q.device
     if case.op == "prefill":
-        inputs = (x.unsqueeze(0) for x in (t.q, t.k, t.v, t.g, t.beta))
+        inputs = {name: getattr(t, name).unsqueeze(0) for name in ("q", "k", "v", "g", "beta")}
         cu = t.cu_seqlens.to(torch.int32)
-        return kernel.extend(*inputs, ssm_states=pool, cache_indices=slots, query_start_loc=cu)[0][0]
+        return kernel.extend(**inputs, ssm_states=pool, cache_indices=slots, query_start_loc=cu)[0][0]
     B, T = case.B, case.T
     flat = lambda x: x.reshape(B * T, *x.shape[2:])
     if packed:
         mixed = torch.cat([x.reshape(B, -1) for x in (t.q, t.k, t.v)], dim=1)
         out = kernel.packed_decode(
-            mixed, flat(t.a), flat(t.b), A_log=t.A_log, dt_bias=t.dt_bias, scale=case.K**-0.5, ssm_states=pool,
-            cache_indices=slots, num_v_heads=case.HV, head_v_dim=case.V,
+            mixed_qkv=mixed, a=flat(t.a), b=flat(t.b), A_log=t.A_log, dt_bias=t.dt_bias, scale=case.K**-0.5,
+            ssm_states=pool, cache_indices=slots, num_v_heads=case.HV, head_v_dim=case.V,
         )  # fmt: skip
         return out.reshape(B, T, case.HV, case.V)
     q, k, v = (flat(x).unsqueeze(0) for x in (t.q, t.k, t.v))
     common = dict(ssm_states=pool, cache_indices=slots, query_start_loc=query_start_loc(case, device))
     if case.op == "decode":
-        out = kernel.decode(q, k, v, flat(t.a), flat(t.b), A_log=t.A_log, dt_bias=t.dt_bias, **common)
+        out = kernel.decode(q=q, k=k, v=v, a=flat(t.a), b=flat(t.b), A_log=t.A_log, dt_bias=t.dt_bias, **common)
     else:
         out = kernel.target_verify(
-            t.A_log, t.dt_bias, q, k, v, flat(t.a), flat(t.b), intermediate_states_buffer=t.inter.view,
-            intermediate_state_indices=scratch_rows(case, device), cache_steps=T, retrieve_parent_token=None, **common,
+            A_log=t.A_log, dt_bias=t.dt_bias, q=q, k=k, v=v, a=flat(t.a), b=flat(t.b),
+            intermediate_states_buffer=t.inter.view, intermediate_state_indices=scratch_rows(case, device),
+            cache_steps=T, retrieve_parent_token=None, **common,
         )  # fmt: skip
     return out.reshape(B, T, case.HV, case.V)
 
