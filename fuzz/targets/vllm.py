@@ -103,6 +103,13 @@ class VllmTarget(TritonTarget):
         self.name, self.path, self.support, self.function = name, path, support, function
         self.needs = (function,)
 
+    def where(self, profile_device: str) -> str:
+        """The targets table's word: vLLM's Triton kernels run interpreted on the CPU."""
+        if profile_device == "cpu":
+            return "Triton interpreter"
+        major, minor = torch.cuda.get_device_capability()
+        return f"Triton on sm_{major}{minor}"
+
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
         o = self.recurrence(case, t, t.pool.view)
         return o.reshape(case.B, case.T, case.HV, case.V)
