@@ -50,7 +50,7 @@ from fuzz.model.tensors import Tensors
 from fuzz.targets.api import AdapterError
 from fuzz.targets.base import Family, Target, Unavailable, installed_version, unavailable_as
 from fuzz.targets.flashinfer_contract import HEAD_128
-from fuzz.targets.triton_common import TritonTarget, interpreted
+from fuzz.targets.triton_common import TritonTarget, interpreted, sm, triton_where
 
 FLASHINFER, TRITON = "FlashInferGDNKernel", "TritonGDNKernel"
 ALIGNMENT = 32  # gdn_flashinfer._FLASHINFER_GDN_ALIGNMENT: a mutable buffer off it sends the call to Triton
@@ -106,11 +106,11 @@ class GlueTarget(TritonTarget):
 
     def where(self, profile_device: str) -> str:
         if self.arch is None:
-            return _triton(profile_device)
+            return triton_where(profile_device)
         if profile_device == "cpu":
             return f"CPU stand-in, arch {self.arch} faked"
         try:
-            return f"real FlashInfer {installed_version('flashinfer-python')} on {_sm()}"
+            return f"real FlashInfer {installed_version('flashinfer-python')} on {sm()}"
         except Unavailable:  # not installed: the target is unavailable, its reason says so
             return None
 
@@ -138,7 +138,7 @@ class FallbackTarget(GlueTarget):
         return self.twin
 
     def where(self, profile_device: str) -> str:
-        return f"{super().where(profile_device)}; misaligned pool: its fallback, {_triton(profile_device)}"
+        return f"{super().where(profile_device)}; misaligned pool: its fallback, {triton_where(profile_device)}"
 
 
 class Misaligned(GlueTarget):
@@ -166,15 +166,6 @@ def _build(api, arch: int | None, device: str):
 
     with unavailable_as(SglangUnavailable):  # an override's class, built the way the real one is
         return glue_kernel(getattr(api, FLASHINFER), arch, device)
-
-
-def _triton(profile_device: str) -> str:
-    return "Triton interpreter" if profile_device == "cpu" else f"Triton on {_sm()}"
-
-
-def _sm() -> str:
-    major, minor = torch.cuda.get_device_capability()
-    return f"sm_{major}{minor}"
 
 
 def glue_call(kernel, case: Case, t: Tensors, pool: torch.Tensor, packed: bool = False) -> torch.Tensor:

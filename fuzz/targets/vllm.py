@@ -34,7 +34,7 @@ from fuzz.model.tensors import Tensors
 from fuzz.model.values import Values
 from fuzz.targets.base import Family, unavailable_as
 from fuzz.targets.contract import Contract
-from fuzz.targets.triton_common import TritonTarget
+from fuzz.targets.triton_common import TritonTarget, triton_where
 
 RECURRENT = "fused_recurrent_gated_delta_rule"
 SIGMOID = "fused_sigmoid_gating_delta_rule_update"
@@ -104,11 +104,7 @@ class VllmTarget(TritonTarget):
         self.needs = (function,)
 
     def where(self, profile_device: str) -> str:
-        """The targets table's word: vLLM's Triton kernels run interpreted on the CPU."""
-        if profile_device == "cpu":
-            return "Triton interpreter"
-        major, minor = torch.cuda.get_device_capability()
-        return f"Triton on sm_{major}{minor}"
+        return triton_where(profile_device)
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
         o = self.recurrence(case, t, t.pool.view)
