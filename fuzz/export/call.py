@@ -10,6 +10,7 @@ argument as code in the script's top).
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -108,7 +109,8 @@ class Tap:
         return held[1]
 
     def wrap(self, name: str, fn):
-        qualified = f"{self.target.library_module or fn.__module__}.{name}"
+        # a glue object's method by its class: FlashInferGDNKernel.decode
+        qualified = f"{self.target.library_module or fn.__module__}.{fn.__qualname__ if inspect.ismethod(fn) else name}"
         sig = signature(fn)
         order = tuple(sig.parameters) if sig else ()
 

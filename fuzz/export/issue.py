@@ -192,6 +192,11 @@ def _actual(status: int, verdict: str, target, here: dict, exported: Export) -> 
     where = here.get("gpu") or (
         "a CPU, the Triton kernels interpreted (TRITON_INTERPRET=1)" if isinstance(target, TritonTarget) else "a CPU"
     )
+    if not here.get("gpu") and release.flashinfer_under(target):
+        where += (
+            ", the glue over gdn-fuzz's CPU stand-in of FlashInfer (the glue's own code runs as shipped; the finding "
+            "is about its GPU path)"
+        )
     if status in (0, 1):
         return f"The script below, run on {where}, prints (exit status {status}):\n\n```text\n{verdict}\n```"
     return (
@@ -208,6 +213,9 @@ def _environment(exported: Export, here: dict, entry: corpus.Entry | None) -> li
     rows = [(dist, exported.release or "", here.get(dist) or "not installed", (found or {}).get(dist, ""))]
     if isinstance(exported.target, TritonTarget):
         rows.append(("triton", "", here.get("triton", ""), (found or {}).get("triton", "")))
+    if under := release.flashinfer_under(exported.target):  # the glue's FlashInfer, on the GPU
+        fi, version = under.split("==")
+        rows.append((fi, version, release.installed(fi) or "not installed (CPU stand-in)", (found or {}).get(fi, "")))
     rows += [(key, "", here.get(key) or "", (found or {}).get(key, "")) for key in _ROWS]
     head = "| | the finding's release | this report |" + (" found on |" if found else "")
     lines = [head, "|---|---|---|" + ("---|" if found else "")]

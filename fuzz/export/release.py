@@ -83,11 +83,22 @@ def requirement(target: Target, release: str | None, entry: corpus.Entry | None)
     return f"{dist}{entry.versions}" if entry is not None and str(entry.versions) else dist
 
 
+def flashinfer_under(target: Target) -> str | None:
+    """'flashinfer-python==0.7.4' where the target is SGLang's FlashInfer glue (on a GPU it calls the installed
+    FlashInfer): the release installed here, else the newest gdn-fuzz knows; None for any other target."""
+    if target.family.name != "sglang-glue" or getattr(target, "arch", None) is None:
+        return None
+    dist = DISTRIBUTIONS["flashinfer"]
+    return f"{dist}=={installed(dist) or max(known('flashinfer'), key=Version)}"
+
+
 def install_line(target: Target, requirement_text: str) -> str:
     """The shell line that installs what the script needs: torch, the library (SGLang's and vLLM's kernel files need
-    triton and no serving stack: --no-deps; vLLM's import einops), numpy where Triton runs interpreted on a CPU."""
+    triton and no serving stack: --no-deps; vLLM's import einops), numpy where Triton runs interpreted on a CPU, and
+    FlashInfer under SGLang's FlashInfer glue."""
     if target.family.name in ("sglang", "sglang-glue"):
-        return f"pip install torch triton numpy && pip install --no-deps '{requirement_text}'"
+        under = f" '{flashinfer_under(target)}'" if flashinfer_under(target) else ""
+        return f"pip install torch triton numpy{under} && pip install --no-deps '{requirement_text}'"
     if target.family.name == "vllm":
         return f"pip install torch triton numpy einops && pip install --no-deps '{requirement_text}'"
     if target.family.name == "fla":

@@ -93,7 +93,7 @@ def export(
         raise NotExportable(f"{target.name}: no library call to write ({recorded.against}: {recorded.why})")
     snippet = snippets.snippet(target, case)
     written = top(case, recorded.call, recorded.tensors, snippet, library_module)
-    sources = _sources(library_module)
+    sources = _sources(library_module) | embed.closure(list(snippet.embeds))
     gpu = _gpu(target, pinned, library_module)
     requirement = "" if library_module else release.requirement(target, pinned, entry)
     title = _title(target, recorded, pinned, entry, case)
@@ -110,6 +110,7 @@ def export(
     ]
     shaken = shake.shake(_roots(main, repro, written), _attributes(main), docstrings=lambda m: False)
     repro = repro.replace("    third_party=(),", f"    third_party={_third_party(shaken)!r},")
+    note = " ".join(filter(None, (snippet.note, note)))
     text = "\n".join(
         [
             _docstring(title, target, entry, note, name, requirement, gpu, library_module),

@@ -18,6 +18,10 @@ from fuzz.model.case import Case
 from fuzz.targets.base import Target
 
 SGLANG_LOADER = ("fuzz.targets.sglang_loader", "load_sglang_kernels")
+GLUE_LOADER = ("fuzz.targets.sglang_glue_loader", "load_sglang_glue")
+GLUE_KERNEL = ("fuzz.targets.sglang_glue_loader", "glue_kernel")
+GLUE_MODULE = "sglang.srt.layers.attention.linear.kernels"
+FLASHINFER_STANDIN = "fuzz.standins.flashinfer_glue_cpu"
 VLLM_LOADER = ("fuzz.targets.vllm_loader", "load_vllm_kernels")
 
 
@@ -35,6 +39,11 @@ class Snippet:
     helpers: tuple[tuple[str, str], ...] = ()  # (module, function) of gdn-fuzz's those expressions call: embedded
     loader: tuple[str, str] | None = None  # (module, function) of gdn-fuzz's called before the import: embedded
     module: str | None = None  # where the function is imported from (default: the recorded call's module)
+    imported: str | None = None  # what is imported from there (default: the function)
+    build: tuple[str, ...] = ()  # statements after the import that build the object called (a glue object)
+    callee: str | None = None  # the object whose method the function is (`kernel`: kernel.decode); default none
+    embeds: tuple[str, ...] = ()  # gdn-fuzz modules the script carries whole, imported under their own names
+    note: str = ""  # said on top of the script: where it runs what
 
 
 class NotExportable(ValueError):
@@ -77,6 +86,8 @@ def snippet(target: Target, case: Case) -> Snippet:
             + tuple(f"{x}.reshape({pre}{{N}}, {{HV}})" for x in ("a", "b", "g", "beta") for pre in ("1, ", "")),
             loader=VLLM_LOADER,
         )
+    if family == "sglang-glue":
+        return _glue(target, case)
     if family == "fla":
         return Snippet(
             returns="out, final",
@@ -88,3 +99,31 @@ def snippet(target: Target, case: Case) -> Snippet:
             module="fla.ops.gated_delta_rule",
         )
     raise NotExportable(f"{target.name}: no export snippet for the {family} family")
+
+
+def _glue(target: Target, case: Case) -> Snippet:
+    """SGLang's glue: the glue object built as a server builds it (the FlashInfer glue for the target's arch; on a
+    CPU over FlashInfer's CPU stand-in, carried in the script), then its method called as GDNAttnBackend calls it."""
+    arch = getattr(target, "arch", None)
+    name, module = ("TritonGDNKernel", "gdn_triton") if arch is None else ("FlashInferGDNKernel", "gdn_flashinfer")
+    where = "" if arch is None else "; on a CPU: FlashInfer's stand-in, below"
+    prefill = case.op == "prefill"
+    return Snippet(
+        returns="out, _, _" if prefill else "out",
+        output="out[0]" if prefill else "out.reshape({B}, {T}, {HV}, {V})",
+        expressions=("torch.cat([q.reshape({B}, -1), k.reshape({B}, -1), v.reshape({B}, -1)], dim=1)",),
+        helpers=(GLUE_KERNEL,),
+        loader=GLUE_LOADER,
+        module=f"{GLUE_MODULE}.{module}",
+        imported=name,
+        build=(f"kernel = glue_kernel({name}, {arch}, run.device)  # as a server builds it{where}",),
+        callee="kernel",
+        embeds=() if arch is None else (FLASHINFER_STANDIN,),
+        note=""
+        if arch is None
+        else (
+            f"On a CPU (--device cpu, or no GPU) the glue runs over gdn-fuzz's CPU stand-in of FlashInfer (embedded "
+            f"below) with SM{arch}0 faked while it is built; the finding is about the glue's SM{arch}0 path on the "
+            "GPU, which this script runs with the installed FlashInfer."
+        ),
+    )

@@ -182,7 +182,7 @@ def top(case: Case, call: Call, t: Tensors, snippet: Snippet, override: str | No
     arguments = [(key, expression(value, named, helpers, snippet, fields, key)) for key, value in call.values.items()]
     if any(key.startswith("#") for key, _ in arguments):
         raise NotExportable(f"{call.function}: the adapter passes positional arguments")
-    callee = f"api.{function}" if override else function
+    callee = f"api.{function}" if override else f"{snippet.callee}.{function}" if snippet.callee else function
     imports = _imports(snippet, module, function, override)
     returns = f"{snippet.returns} = " if snippet.returns else ""
     output = snippet.output.format(**fields)
@@ -216,7 +216,7 @@ def top(case: Case, call: Call, t: Tensors, snippet: Snippet, override: str | No
     else:
         body += block
     body.append(last)
-    called = _used(call_lines)  # a helper only where an argument's expression calls it
+    called = _used([*call_lines, *snippet.build])  # a helper only where an argument's expression calls it
     roots = tuple(h for h in snippet.helpers if h[1] in called) + ((snippet.loader,) if snippet.loader else ())
     return Top(body, imports, names, roots)
 
@@ -230,4 +230,4 @@ def _imports(snippet: Snippet, module: str, function: str, override: str | None)
     lines = []
     if snippet.loader:
         lines.append(f"{snippet.loader[1]}()  # below: the library's files without its package __init__")
-    return [*lines, f"from {snippet.module or module} import {function}"]
+    return [*lines, f"from {snippet.module or module} import {snippet.imported or function}", *snippet.build]

@@ -50,7 +50,7 @@ from fuzz.model.tensors import Tensors
 from fuzz.targets.api import AdapterError
 from fuzz.targets.base import Family, Target, Unavailable, installed_version, unavailable_as
 from fuzz.targets.flashinfer_contract import HEAD_128
-from fuzz.targets.triton_common import TritonTarget, interpreted
+from fuzz.targets.triton_common import TritonTarget, interpreted, sm, triton_where
 
 FLASHINFER, TRITON = "FlashInferGDNKernel", "TritonGDNKernel"
 ALIGNMENT = 32  # gdn_flashinfer._FLASHINFER_GDN_ALIGNMENT: a mutable buffer off it sends the call to Triton
@@ -106,11 +106,11 @@ class GlueTarget(TritonTarget):
 
     def where(self, profile_device: str) -> str:
         if self.arch is None:
-            return _triton(profile_device)
+            return triton_where(profile_device)
         if profile_device == "cpu":
             return f"CPU stand-in, arch {self.arch} faked"
         try:
-            return f"real FlashInfer {installed_version('flashinfer-python')} on {_sm()}"
+            return f"real FlashInfer {installed_version('flashinfer-python')} on {sm()}"
         except Unavailable:  # not installed: the target is unavailable, its reason says so
             return None
 
@@ -123,7 +123,7 @@ class GlueTarget(TritonTarget):
         return memo[2]
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
-        return glue_call(self.kernel(t.q.device), case, t, t.pool.view, self.packed)
+        return glue_call(self.family.tapped(self.kernel(t.q.device)), case, t, t.pool.view, self.packed)
 
 
 class FallbackTarget(GlueTarget):
@@ -138,7 +138,7 @@ class FallbackTarget(GlueTarget):
         return self.twin
 
     def where(self, profile_device: str) -> str:
-        return f"{super().where(profile_device)}; misaligned pool: its fallback, {_triton(profile_device)}"
+        return f"{super().where(profile_device)}; misaligned pool: its fallback, {triton_where(profile_device)}"
 
 
 class Misaligned(GlueTarget):
@@ -161,21 +161,11 @@ class Misaligned(GlueTarget):
 def _build(api, arch: int | None, device: str):
     if arch is None:
         return getattr(api, TRITON)()
-    from fuzz.targets.sglang_glue_loader import STANDIN, load_sglang_glue
+    from fuzz.targets.sglang_glue_loader import glue_kernel
     from fuzz.targets.sglang_loader import SglangUnavailable
 
     with unavailable_as(SglangUnavailable):  # an override's class, built the way the real one is
-        standin = None if device == "cuda" else STANDIN
-        return load_sglang_glue().flashinfer_kernel(arch, api=standin, cls=getattr(api, FLASHINFER))
-
-
-def _triton(profile_device: str) -> str:
-    return "Triton interpreter" if profile_device == "cpu" else f"Triton on {_sm()}"
-
-
-def _sm() -> str:
-    major, minor = torch.cuda.get_device_capability()
-    return f"sm_{major}{minor}"
+        return glue_kernel(getattr(api, FLASHINFER), arch, device)
 
 
 def glue_call(kernel, case: Case, t: Tensors, pool: torch.Tensor, packed: bool = False) -> torch.Tensor:
@@ -184,26 +174,27 @@ def glue_call(kernel, case: Case, t: Tensors, pool: torch.Tensor, packed: bool =
     _check_shape(case)
     slots, device = t.read_slots.to(torch.int32), t.q.device
     if case.op == "prefill":
-        inputs = (x.unsqueeze(0) for x in (t.q, t.k, t.v, t.g, t.beta))
+        inputs = {name: getattr(t, name).unsqueeze(0) for name in ("q", "k", "v", "g", "beta")}
         cu = t.cu_seqlens.to(torch.int32)
-        return kernel.extend(*inputs, ssm_states=pool, cache_indices=slots, query_start_loc=cu)[0][0]
+        return kernel.extend(**inputs, ssm_states=pool, cache_indices=slots, query_start_loc=cu)[0][0]
     B, T = case.B, case.T
     flat = lambda x: x.reshape(B * T, *x.shape[2:])
     if packed:
         mixed = torch.cat([x.reshape(B, -1) for x in (t.q, t.k, t.v)], dim=1)
         out = kernel.packed_decode(
-            mixed, flat(t.a), flat(t.b), A_log=t.A_log, dt_bias=t.dt_bias, scale=case.K**-0.5, ssm_states=pool,
-            cache_indices=slots, num_v_heads=case.HV, head_v_dim=case.V,
+            mixed_qkv=mixed, a=flat(t.a), b=flat(t.b), A_log=t.A_log, dt_bias=t.dt_bias, scale=case.K**-0.5,
+            ssm_states=pool, cache_indices=slots, num_v_heads=case.HV, head_v_dim=case.V,
         )  # fmt: skip
         return out.reshape(B, T, case.HV, case.V)
     q, k, v = (flat(x).unsqueeze(0) for x in (t.q, t.k, t.v))
     common = dict(ssm_states=pool, cache_indices=slots, query_start_loc=query_start_loc(case, device))
     if case.op == "decode":
-        out = kernel.decode(q, k, v, flat(t.a), flat(t.b), A_log=t.A_log, dt_bias=t.dt_bias, **common)
+        out = kernel.decode(q=q, k=k, v=v, a=flat(t.a), b=flat(t.b), A_log=t.A_log, dt_bias=t.dt_bias, **common)
     else:
         out = kernel.target_verify(
-            t.A_log, t.dt_bias, q, k, v, flat(t.a), flat(t.b), intermediate_states_buffer=t.inter.view,
-            intermediate_state_indices=scratch_rows(case, device), cache_steps=T, retrieve_parent_token=None, **common,
+            A_log=t.A_log, dt_bias=t.dt_bias, q=q, k=k, v=v, a=flat(t.a), b=flat(t.b),
+            intermediate_states_buffer=t.inter.view, intermediate_state_indices=scratch_rows(case, device),
+            cache_steps=T, retrieve_parent_token=None, **common,
         )  # fmt: skip
     return out.reshape(B, T, case.HV, case.V)
 

@@ -89,16 +89,16 @@ class SglangGlue:
         """Construct it with flashinfer_kernel: the FlashInfer and the arch it runs on are set while it is built."""
         return self.flashinfer_glue.FlashInferGDNKernel
 
-    def flashinfer_kernel(self, arch: int, api: str | object | None = None, cls: type | None = None):
+    def flashinfer_kernel(self, arch: int, api: str | object | None = None, kernel_class: type | None = None):
         """A FlashInferGDNKernel for SM `arch` (the major: 9, 10, 12); api None: the installed FlashInfer on this
         GPU, else the module path or object whose GLUE_API functions stand in for FlashInfer (see the module doc).
-        `cls`: a subclass of the glue's class to build instead (a glue override), built the same way."""
-        cls = cls or self.FlashInferGDNKernel
+        `kernel_class`: a class built in its place the same way (a glue-level mutant subclassing the real one)."""
+        kernel_class = kernel_class or self.FlashInferGDNKernel
         if api is None:
-            return _on_gpu(cls, arch)
+            return _on_gpu(kernel_class, arch)
         functions = _glue_api(api)
         with _faked_flashinfer(self.flashinfer_glue, functions, arch):
-            return _construct(cls, f"FlashInferGDNKernel for SM{arch}0 on {_name(api)}")
+            return _construct(kernel_class, f"FlashInferGDNKernel for SM{arch}0 on {_name(api)}")
 
     def launch_scatter(self, dst, src, dst_indices_raw, step_indices_raw, src_indices_raw=None) -> None:
         """`scatter`'s launch of `scatter_kernel` for tensors on any device: on the CPU it replaces the wrapper,
@@ -156,6 +156,16 @@ def load_sglang_glue() -> SglangGlue:
         scatter=scatter.fused_mamba_state_scatter_with_mask,
         scatter_kernel=scatter._fused_mamba_state_scatter_with_mask_kernel,
     )
+
+
+def glue_kernel(kernel_class: type, arch: int | None, device: str):
+    """The glue object as a server builds it, one per backend: `kernel_class()` for the Triton glue (arch None);
+    for the FlashInfer glue built for SM `arch`: on a GPU with the installed FlashInfer, on the CPU with FlashInfer's
+    CPU stand-in (STANDIN), the arch faked while it is built (flashinfer_kernel)."""
+    if arch is None:
+        return kernel_class()
+    standin = None if device == "cuda" else STANDIN
+    return load_sglang_glue().flashinfer_kernel(arch, api=standin, kernel_class=kernel_class)
 
 
 def _on_gpu(kernel_class: type, arch: int):

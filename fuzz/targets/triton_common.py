@@ -5,8 +5,21 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import torch
+
 from fuzz.targets.base import Target, Unavailable
 from fuzz.targets.semantics import Semantics
+
+
+def sm() -> str:
+    """This GPU's arch in the targets table's words: sm_90."""
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+def triton_where(profile_device: str) -> str:
+    """Where Triton kernels ran, for the targets table: the interpreter on the CPU, else the GPU's arch."""
+    return "Triton interpreter" if profile_device == "cpu" else f"Triton on {sm()}"
 
 
 def interpreted() -> bool:

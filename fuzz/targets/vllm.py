@@ -34,7 +34,7 @@ from fuzz.model.tensors import Tensors
 from fuzz.model.values import Values
 from fuzz.targets.base import Family, unavailable_as
 from fuzz.targets.contract import Contract
-from fuzz.targets.triton_common import TritonTarget
+from fuzz.targets.triton_common import TritonTarget, triton_where
 
 RECURRENT = "fused_recurrent_gated_delta_rule"
 SIGMOID = "fused_sigmoid_gating_delta_rule_update"
@@ -102,6 +102,9 @@ class VllmTarget(TritonTarget):
     def __init__(self, name: str, path: str, support: Support, function: str):
         self.name, self.path, self.support, self.function = name, path, support, function
         self.needs = (function,)
+
+    def where(self, profile_device: str) -> str:
+        return triton_where(profile_device)
 
     def call(self, case: Case, t: Tensors) -> torch.Tensor:
         o = self.recurrence(case, t, t.pool.view)
