@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from fuzz.generate.profiles import Budget
 from fuzz.generate.serving import serving_budget
-from fuzz.generate.strategies import cases
+from fuzz.generate.strategies import cases, live_rows
 from fuzz.model.case import SEEDS, Case
 from fuzz.model.support import TargetView
 
@@ -62,14 +62,6 @@ class Chain:
 
 def _acc(accepted: tuple[int, ...]) -> str:
     return f"acc[{','.join(map(str, accepted))}]"
-
-
-def live_rows(case: Case) -> list[int]:
-    """The batch rows of live requests, which CUDA-graph padding follows at the tail: a row with a slot of its own
-    (vLLM: any per-token slot that is not the null block; a request whose read slot an edge nulls stays live)."""
-    if case.token_slots is not None:
-        return [n for n, row in enumerate(case.token_slots) if any(s != case.null for s in row)]
-    return [n for n, padded in enumerate(case.padded) if not padded]
 
 
 def committed_slot(case: Case, n: int, accepted: int) -> int:

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from fuzz.generate.profiles import Budget
-from fuzz.generate.strategies import bucket_plan, cases, draw_bucket
+from fuzz.generate.strategies import bucket_plan, cases, draw_bucket, live_rows
 from fuzz.model.case import SEEDS, Case
 from fuzz.model.engines import ENGINES, empty_extend
 from fuzz.model.known_bugs import masked_reason
@@ -188,13 +188,18 @@ def steps(
 def variations(draw, sup: Support, case: Case, budget: Budget, outputs: str = OUTPUTS[0]) -> Case:
     """`case` with new values only (the zero choice: a new seed, its requests in another order; the compile key
     stays), with fewer of its requests (a batch that shrinks as requests finish: the compile key stays where B is
-    dynamic), or with one of COMPILE_ARGS changed to another value it may take inside `sup` (`alternatives`)."""
+    dynamic), or with one of COMPILE_ARGS changed to another value it may take inside `sup` (`alternatives`). An
+    engine target's padding stays at the tail (Engine.tail_padding): only its live requests are reordered, and its
+    padded rows go first when the batch shrinks; the draws are those of any target."""
     others = alternatives(sup, case, budget, outputs)
     least = min(case.B, sup.least_B(case.H, case.T))
     name = draw(st.sampled_from(("values", *(("requests",) if case.B > least else ()), *others)))
     if name in others:
         return case.replace(**{name: draw(st.sampled_from(others[name]))})
     order = draw(st.permutations(range(case.B)))  # shrinks toward the identity
+    if sup.engine:  # CUDA graphs pad at the tail (Engine.tail_padding): only the live requests move, padding follows
+        live = live_rows(case)
+        order = [i for i in order if i in live] + [i for i in range(case.B) if i not in live]
     kept = draw(st.integers(least, case.B - 1)) if name == "requests" else case.B
     return _requests(sup, case, order[:kept]).replace(seed=draw(st.integers(0, SEEDS - 1)))
 

@@ -237,7 +237,7 @@ def cases(draw, target: TargetView, op: str, budget: Budget, bugs: tuple = (), l
     seqlens = _seqlens(draw, sup, budget, B) if op == "prefill" else ()
     T = max(seqlens) if op == "prefill" else T
     if engine := ENGINES.get(sup.engine):
-        inter, slots = _engine_maps(draw, engine, bucket, op, B, T, budget, first, spare)
+        inter, slots = _engine_maps(draw, engine, bucket, op, B, T, budget, first, spare, sup.padding)
         if slots["edge"] is None and empty_extend(slots["read_slots"], seqlens, engine.null):
             slots["edge"] = "empty-extend"  # classified, not drawn: the draws stay those of a plain case
     else:
@@ -338,7 +338,9 @@ def _intermediate(draw, sup: Support, bucket: Bucket, B: int, T: int) -> dict:
     return dict(inter_rows=inter_rows, inter_steps=inter_steps, inter_spare_steps=inter_spare, inter_index=inter_index)
 
 
-def _engine_maps(draw, engine: Engine, bucket: Bucket, op: str, B: int, T: int, budget: Budget, first: int, spare: int):
+def _engine_maps(
+    draw, engine: Engine, bucket: Bucket, op: str, B: int, T: int, budget: Budget, first: int, spare: int, padding=True
+):
     """(intermediate fields, slot fields) of a case under `engine`'s index rules (fuzz.model.engines): the live
     requests first, each on slots of 1..pool-1 (the last one on purpose in about one case in four: a sentinel wrapped
     or remapped lands there), then the CUDA-graph padding at the tail (the engine's null); vLLM: T per-token slots a
@@ -346,9 +348,9 @@ def _engine_maps(draw, engine: Engine, bucket: Bucket, op: str, B: int, T: int, 
     SGLang's verify: a scratch of spec_size + 1 rows by batch row, spec_size >= the live requests and the batch within
     it. About one case in eight to ten probes a contract edge of the engine and op (`_edge`: a one-in-four choice,
     which Hypothesis's weighting toward simple draws makes 6-13% of the ci budget's cases). A large case's slots lie
-    in its `spare` slots from `first`."""
+    in its `spare` slots from `first`. Without `padding` (a known bug's mask) every row is live and no edge pads."""
     token = bucket.writes == "token"
-    live = B - draw(st.integers(0, B - 1))  # the zero choice: no padding
+    live = B - draw(st.integers(0, B - 1)) if padding else B  # the zero choice: no padding
     live = min(live, MAX_IDS // T) if token else live
     need = live * T if token else live
     if first:
@@ -383,7 +385,7 @@ def _engine_maps(draw, engine: Engine, bucket: Bucket, op: str, B: int, T: int, 
         spec_size = max(live, B - 1) + draw(st.integers(0, 2))
         inter.update(inter_rows=spec_size + 1, inter_steps=T + bucket.spare_steps, inter_spare_steps=bucket.sliced)
     needs = {
-        "pad-past-scratch": inter["inter_rows"],
+        "pad-past-scratch": inter["inter_rows"] and padding,
         "accepted-zero": token,
         "accepted-past-T": token,
         "flat-indices-multitoken": token and T > 1,
@@ -394,6 +396,14 @@ def _engine_maps(draw, engine: Engine, bucket: Bucket, op: str, B: int, T: int, 
         _edge(draw, draw(st.sampled_from(edges)), fields, inter, live, T)
     tuples = lambda x: tuple(map(tuples, x)) if isinstance(x, list) else x
     return inter, {name: tuples(value) for name, value in fields.items()}
+
+
+def live_rows(case: Case) -> list[int]:
+    """The batch rows of live requests, which CUDA-graph padding follows at the tail: a row with a slot of its own
+    (vLLM: any per-token slot that is not the null block; a request whose read slot an edge nulls stays live)."""
+    if case.token_slots is not None:
+        return [n for n, row in enumerate(case.token_slots) if any(s != case.null for s in row)]
+    return [n for n, padded in enumerate(case.padded) if not padded]
 
 
 def _edge(draw, edge: str, fields: dict, inter: dict, live: int, T: int) -> None:
@@ -473,7 +483,7 @@ def slot_maps(
     if not sup.pool:
         return dict(pool=B, read_slots=tuple(range(B)), null=null)
     reserved = 1 if (null == 0 or "slot0" in (sem.pad.read, sem.pad.write)) else 0
-    padded = draw(st.lists(st.booleans(), min_size=B, max_size=B))
+    padded = draw(st.lists(st.booleans(), min_size=B, max_size=B)) if sup.padding else [False] * B
     real = B - sum(padded)
     room = spare if first else B * T + B  # a large pool's requests must fit its spare slots
     token = (

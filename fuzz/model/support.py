@@ -28,6 +28,7 @@ class Support:
     max_T: int | None = None
     verify_min_T: int = 1  # smallest verify T (the API takes a buffer / disable_state_update only above it)
     pool: bool = True  # slot-addressed pool with padding; False: identity slots only
+    padding: bool = True  # padded rows (the null slot) are drawn (a known bug masks them)
     split_write: bool = False
     intermediate: bool = False
     exact_rows: bool = False  # the intermediate buffer must have exactly B rows (FlashInfer bf16)
@@ -77,6 +78,7 @@ class Support:
                 case.op != "verify" or case.T >= self.verify_min_T,
                 case.B >= self.least_B(case.H, case.T),
                 self.pool or (case.pool == case.B and case.read_slots == tuple(range(case.B))),
+                self.padding or not any(case.padded),
                 self.split_write or case.write_slots is None,
                 self.token_slots or case.token_slots is None,
                 self.intermediate or not buffer,

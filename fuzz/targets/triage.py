@@ -29,6 +29,7 @@ _OUTSIDE = {
     "output_optional": lambda c, v: not v and not c.output_given,
     "wide_offsets": lambda c, v: not v and _widest_offset(c) >= 2**31,
     "spare_rows": lambda c, v: not v and c.inter_rows > c.B,
+    "padding": lambda c, v: not v and any(c.padded),
 }
 
 

@@ -197,7 +197,8 @@ def _prepare(spec, target, directory: str) -> None:
     elif spec.coordinate:
         case = Case.parse(spec.coordinate)
     else:  # no shrinking: a case as varied as the fuzzer's, and cheap to find
-        pool = target.declared().pool
+        sup = target.declared(target.known_bugs())
+        pool = sup.pool and sup.padding  # padded rows where a slot map has them and no known bug's mask keeps them out
         case = find(
             cases(target, spec.op, BUDGETS["ci"], target.known_bugs()),
             lambda c, pool=pool: c.valid and c.B > 1 and (not pool or 0 < sum(c.padded) < c.B),

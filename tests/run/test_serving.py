@@ -228,6 +228,23 @@ def test_a_target_without_a_slot_map_keeps_the_identity_map(data):
     assert varied.pool == varied.B and varied.read_slots == tuple(range(varied.B)), repr(varied)
 
 
+GLUE = "sglang-glue-triton-packed"  # an engine target (Support.engine): CUDA graphs pad at the tail
+
+
+@settings(QUIET, max_examples=60)
+@given(data=st.data())
+def test_an_engine_target_keeps_its_padding_at_the_tail(data):
+    """Every variation of a call on an engine target keeps its padded rows after every live one (fewer requests,
+    another order): the engine pads only at the tail, and its glue refuses padding before a live row."""
+    sup = BY_NAME[GLUE].declared()
+    assert sup.engine
+    case = Case.parse(
+        "decode-B5-T1-H1-HV1-K128-V128-pool5-pad2-fp32state-bf16in-i32-vk-decay_mild-seed3-slots[1,4,2,-1,-1]"
+    )
+    varied = data.draw(variations(sup, case, CI))
+    assert not any(p and not later for p, later in zip(varied.padded, varied.padded[1:])), repr(varied)
+
+
 def test_shrinking_inside_the_time_box(override, monkeypatch):
     """With Hypothesis shrinking on, the box ends the test: no call is checked after it but to shrink a failure found
     in it, for shrink_seconds, and to replay the shrunk failures; the calls they do not need are deleted after that."""
