@@ -42,7 +42,11 @@ SWEEPS = MappingProxyType(
             "(2026-12-03: 2,984 distinct cases per minute warm)",
             rule=14,
         ),
-        "h100": Sweep(None, "not measured (docs/gpu-2026-12-06/speed.sh has not run on an H100); the default 8"),
+        "h100": Sweep(
+            16,
+            "measured 2026-12-06 on an H100 80GB HBM3 (docs/gpu-2026-12-06, 23-30 s per test): 4 workers 698, 8 958, "
+            "16 1,291 distinct cases per minute of wall",
+        ),
     }
 )
 DEFAULT_PEAK = 8  # a GPU model no sweep measured
