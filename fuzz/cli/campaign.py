@@ -213,7 +213,7 @@ def _check(args, wheres: list[installation.Installation]) -> None:
 def parser() -> Parser:
     """The command's arguments."""
     p = Parser(prog="gdn-fuzz campaign", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("families", nargs="*", help="target-name prefixes (flashinfer-, fla-, sglang-)")
+    p.add_argument("families", nargs="*", help="target-name prefixes (flashinfer-, fla-, sglang-, sglang-glue-, vllm-)")
     p.add_argument(
         "--installation",
         action="append",
@@ -281,7 +281,7 @@ def main(argv: list[str]) -> int:
             p.error(f"--render {args.render}: not a campaign summary.json ({type(e).__name__}: {e})")
         return 0
     if not args.families:
-        p.error("give one or more target families (flashinfer-, fla-, sglang-)")
+        p.error("give one or more target families (flashinfer-, fla-, sglang-, sglang-glue-, vllm-)")
     try:
         wheres = [installation.parse(s) for s in args.installation] or [installation.Installation("installed", "")]
         _check(args, wheres)

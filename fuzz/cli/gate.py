@@ -245,7 +245,7 @@ def _parser() -> Parser:
         "--families",
         default="",
         metavar="FAMILY,...",
-        help="fuzz and replay only these families (fla, sglang, flashinfer); they must be available",
+        help="fuzz and replay only these families (fla, sglang, sglang-glue, vllm, flashinfer); they must be available",
     )
     parser.add_argument("-k", default="", metavar="EXPR", help="pytest -k expression, and-ed with --families")
     parser.add_argument(
@@ -299,7 +299,7 @@ def _checked(parser: Parser, args: argparse.Namespace) -> tuple[list[Side], Plan
     families = tuple(f for f in args.families.split(",") if f)
     if unknown := [f for f in families if f not in FAMILIES]:
         parser.error(f"--families: {', '.join(unknown)} is no target family; expected some of {', '.join(FAMILIES)}")
-    return sides, Plan(args.profile, families, args.k, args.examples, tuple(args.pytest_args))
+    return sides, Plan(args.profile, families, args.k, args.examples, tuple(args.pytest_args), tuple(FAMILIES))
 
 
 def _unrunnable(sides: list[Side], plan: Plan, allow_same: bool) -> str | None:

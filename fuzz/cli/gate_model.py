@@ -32,14 +32,22 @@ class Plan:
     keywords: str = ""  # -k, and-ed with the families
     examples: int | None = None
     extra: tuple[str, ...] = ()  # more pytest arguments
+    known: tuple[str, ...] = ()  # every family's name: "sglang-" names the sglang family, not sglang-glue's targets
+
+    def _longer(self, family: str) -> list[str]:
+        return [g for g in self.known if g != family and g.startswith(f"{family}-")]
 
     @property
     def selection(self) -> str:
-        families = " or ".join(f"{f}-" for f in self.families)
+        terms = [" and ".join([f"{f}-", *(f"not {g}-" for g in self._longer(f))]) for f in self.families]
+        families = " or ".join(f"({t})" if " and " in t else t for t in terms)
         return " and ".join(f"({e})" for e in (families, self.keywords) if e)
 
     def asked(self, target: str) -> bool:
-        return not self.families or any(target.startswith(f"{f}-") for f in self.families)
+        return not self.families or any(
+            target.startswith(f"{f}-") and not any(target.startswith(f"{g}-") for g in self._longer(f))
+            for f in self.families
+        )
 
 
 @dataclass

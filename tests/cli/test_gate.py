@@ -470,3 +470,17 @@ def test_an_out_that_is_a_file_is_one_line_before_any_work(tmp_path, capsys):
     assert exit_.value.code == 2 and err == [
         f"gdn-fuzz gate: error: --out {out}: a file, not a directory (see gdn-fuzz gate --help)"
     ], err
+
+
+def test_a_family_names_its_own_targets_only():
+    """`--families sglang` selected SGLang's glue too: "sglang-" is a prefix of every sglang-glue target; a family now
+    leaves out the targets of a family whose name extends its own, and `--families sglang-glue,vllm` gates the engines'
+    glue alone (an SGLang or vLLM upgrade gated like a FlashInfer one)."""
+    from fuzz.targets.registry import FAMILIES
+
+    sglang = gate.Plan("ci", ("sglang",), known=tuple(FAMILIES))
+    assert sglang.selection == "((sglang- and not sglang-glue-))"
+    assert sglang.asked("sglang-packed") and not sglang.asked("sglang-glue-triton")
+    engines = gate.Plan("ci", ("sglang-glue", "vllm"), "test_decode", known=tuple(FAMILIES))
+    assert engines.selection == "(sglang-glue- or vllm-) and (test_decode)"
+    assert engines.asked("sglang-glue-fi-sm90") and engines.asked("vllm-mtp") and not engines.asked("sglang-recurrent")
