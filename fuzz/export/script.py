@@ -261,7 +261,8 @@ def _repro(case, target, recorded, written: Top, sources, gpu, library_module) -
     ]
     if case.valid:
         model = dataclasses.replace(sem.precision(case), bf16_truncates=False)
-        lines += [f"    pad={sem.pad!r},", f"    gates={sem.gates!r},", f"    model={_precision(model)},"]
+        lines += [f"    pad={sem.pad!r},", f"    scratch={sem.scratch_slots!r},", f"    gates={sem.gates!r},"]
+        lines += [f"    model={_precision(model)},"]
         lines += [f"    output_dtype={sem.output_dtype(case)!r},", f"    names={written.names!r},"]
         lines += [f"    oracle={'prefill' if case.op == 'prefill' else 'verify'},"]
         checks = ["check_output", "check_pool"] + (["check_inter"] if case.inter_rows else [])
