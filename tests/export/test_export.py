@@ -53,6 +53,9 @@ REPO = Path(__file__).resolve().parents[2]
 BY_NAME = {t.name: t for t in TARGETS}
 PADDED = "decode-B1-T1-H1-HV1-K8-V16-pool1-pad1-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[-1]"
 SIZE = 40_000  # bytes: an exported corpus entry's script is smaller
+# bytes, a script that carries a stand-in the library's own code imports (SGLang's glue over FlashInfer's CPU stand-in,
+# SOURCES): the glue loader and the stand-in's four entry points, shaken (18.5 KB of 44.7 KB), on ~48 KB: 67.4 KB
+STANDIN_SIZE = 70_000
 FIRST_SCREEN = 60  # lines: the library call starts within them
 FAKE_ENGINE = Path(__file__).resolve().parent / "fake_engine"  # the engine of tests/export/fake_glue.py
 JARGON = ("model error", "fuzz/", "masks", "corpus", "oracle", "Warning", "gdn-fuzz's adapter", "poison")
@@ -615,11 +618,12 @@ def corpus_exports() -> dict[str, object]:
 
 @pytest.mark.parametrize("name", [e.path.stem for e in corpus.load_all()])
 def test_corpus_script_is_small_and_opens_with_the_call(corpus_exports, name):
-    """Under 40 KB, the library call as its docs write it (the function, imported from its module, every keyword the
-    adapter passes) starting within the first 60 lines; the tensors it reads named above it."""
+    """Under 40 KB (70 KB with an embedded stand-in), the library call as its docs write it (the function, imported
+    from its module, every keyword the adapter passes) starting within the first 60 lines; the tensors it reads named
+    above it."""
     exported = corpus_exports[name]
     text, call = exported.text, exported.recorded.call
-    assert len(text.encode()) < SIZE, len(text.encode())
+    assert len(text.encode()) < (STANDIN_SIZE if "\nSOURCES = {" in text else SIZE), len(text.encode())
     function, keywords, line = _main_call(text)
     assert function == call.function.rpartition(".")[2] and keywords == [k for k, _ in call.arguments]
     assert line <= FIRST_SCREEN, line
