@@ -628,7 +628,10 @@ def test_corpus_script_is_small_and_opens_with_the_call(corpus_exports, name):
     assert function == call.function.rpartition(".")[2] and keywords == [k for k, _ in call.arguments]
     assert line <= FIRST_SCREEN, line
     module, _, short = call.function.rpartition(".")
-    assert f"from {'fla.ops.gated_delta_rule' if module.startswith('fla.') else module} import {short}\n" in text
+    owner, _, cls = module.rpartition(".")  # a glue's method (FlashInferGDNKernel.decode): its class is imported
+    imported = f"from {owner} import {cls}\n" if cls[:1].isupper() else None
+    function_import = f"from {'fla.ops.gated_delta_rule' if module.startswith('fla.') else module} import {short}\n"
+    assert function_import in text or (imported is not None and imported in text)
     assert text.index("t = tensors(run") < text.index(f"{short}(\n")
 
 
