@@ -32,7 +32,7 @@ class Recording:
     against: str  # the API it was recorded against, in words
     why: str = ""
     tensors: Tensors | None = None  # the tensors the adapter was given (the call's arguments alias them)
-    semantics: Semantics | None = None  # the contract row the script judges by
+    semantics: Semantics | None = None  # the contract row the script judges by (the case's op's)
     offset_bits: int = OFFSET_BITS  # the width the script's buffers are guarded for (that of the API it runs)
 
 
@@ -93,7 +93,7 @@ def _run(target: Target, case: Case, against: str) -> Recording:
     overridden = target.overridden and against.startswith("the override")
     bits = target.offset_bits() if overridden else OFFSET_BITS
     t = materialize(case, "cpu", offset_bits=bits)
-    semantics = _semantics(target)
+    semantics = _semantics(target).for_op(case.op)  # a prefill's row where the path's prefill has its own
     with tapping(target) as calls:
         try:
             target.call(case, t)

@@ -8,7 +8,8 @@ float64 reference and the verdict. Below a marker comes what `main` calls, small
 gdn-fuzz's modules they need (fuzz.export.shake: the value generator and materialize, the oracle reference.ops with
 its helpers, the tolerance rule's numbers, a loader where the library's files need one), then what this finding is
 (REPRO). Docstrings of embedded statements are left out (their code is the file's); an override module of gdn-fuzz's
-own (a stand-in, a mutant) is carried whole, imported under its own name.
+own (a stand-in, a mutant) is carried whole, imported under its own name; a stand-in the library's own code imports
+(snippet.embeds: FlashInfer's under SGLang's glue) only as far as its __all__ needs (fuzz.export.shake.flattened).
 
     gdn-fuzz export corpus/sglang-recurrent-decode-StateMismatch-0.json -o repro.py --issue issue.md
     gdn-fuzz export 'decode-B1-T1-...' --target flashinfer-bf16 --module fuzz.standins.flashinfer_cpu -o r.py
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -93,7 +95,7 @@ def export(
         raise NotExportable(f"{target.name}: no library call to write ({recorded.against}: {recorded.why})")
     snippet = snippets.snippet(target, case)
     written = top(case, recorded.call, recorded.tensors, snippet, library_module)
-    sources = _sources(library_module) | embed.closure(list(snippet.embeds))
+    sources = _sources(library_module) | {m: shake.flattened(m, _public(m)) for m in snippet.embeds}
     gpu = _gpu(target, pinned, library_module)
     requirement = "" if library_module else release.requirement(target, pinned, entry)
     title = _title(target, recorded, pinned, entry, case)
@@ -152,6 +154,11 @@ def _sources(library_module: str | None) -> dict[str, str]:
     """gdn-fuzz's modules an override of its own needs (fuzz.export.embed), carried whole."""
     module = (library_module or "").partition(":")[0]
     return embed.closure([module]) if module and embed.is_ours(module) else {}
+
+
+def _public(module: str) -> list[str]:
+    """What the library's code may import from an embedded stand-in: its __all__."""
+    return list(importlib.import_module(module).__all__)
 
 
 def _gpu(target: Target, pinned: str | None, library_module: str | None) -> tuple[int, ...]:
@@ -261,7 +268,8 @@ def _repro(case, target, recorded, written: Top, sources, gpu, library_module) -
     ]
     if case.valid:
         model = dataclasses.replace(sem.precision(case), bf16_truncates=False)
-        lines += [f"    pad={sem.pad!r},", f"    gates={sem.gates!r},", f"    model={_precision(model)},"]
+        lines += [f"    pad={sem.pad!r},", f"    scratch={sem.scratch_slots!r},", f"    gates={sem.gates!r},"]
+        lines += [f"    model={_precision(model)},"]
         lines += [f"    output_dtype={sem.output_dtype(case)!r},", f"    names={written.names!r},"]
         lines += [f"    oracle={'prefill' if case.op == 'prefill' else 'verify'},"]
         checks = ["check_output", "check_pool"] + (["check_inter"] if case.inter_rows else [])

@@ -351,3 +351,12 @@ def _parts(modules: dict, kept: dict, depends: dict, attrs: set[str], docstrings
             text += ("\n\n\n" if spaced else "\n" if n else "") + modules[name].text(s, attrs, docstrings(name))
         parts.append(Part(name, path_of(name), tuple(bound), text + "\n"))
     return tuple(parts)
+
+
+def flattened(module: str, names: Iterable[str]) -> str:
+    """One module's text that defines `names` as `module` does, with what they read from gdn-fuzz's modules shaken
+    into it (plain, one namespace): what a script carries of an override module the library's own code imports by
+    name (the FlashInfer stand-in SGLang's glue calls), instead of that module's whole closure."""
+    shaken = shake([(module, name) for name in names], docstrings=lambda m: False)
+    head = "\n".join(["from __future__ import annotations", "", *shaken.imports])
+    return "\n\n\n".join([head, *(plain(part.text) for part in shaken.parts)]) + "\n"

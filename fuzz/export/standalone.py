@@ -17,6 +17,7 @@ function, the library and release, `requires` (top-level module -> (distribution
 pip line), the kernel path's tolerance key, padding contract, gate form and precision model, `gpu` (the compute
 capability majors the library needs; empty: a CPU too), `triton` (Triton kernels, interpreted on a CPU),
 `third_party` ((name, module, attribute) the embedded code reads, imported by `needs` once TRITON_INTERPRET is set),
+`scratch` (pool slots whose content is undefined after a call: SGLang's slot 0),
 `offset_bits` (the width the buffers' guards are sized for) and `sources` (an override module of gdn-fuzz's, by name).
 """
 
@@ -180,15 +181,26 @@ def judged(run, t, got, want):
     return verdict(run, 0, f"NOT REPRODUCED: largest errors: {', '.join(compared)}")
 
 
+def undefined(repro):
+    """Requests whose output, states and intermediate rows the contract leaves undefined, so none is judged: padded
+    ones a "discard" contract drops (a serving engine's padding), and live ones that read a scratch slot
+    (repro.scratch: SGLang's slot 0, the dummy write target of padded rows), whose starting content is undefined."""
+    case, discard = repro.case, repro.pad.read == "discard"
+    pairs = enumerate(zip(case.padded, case.read_slots))
+    return [n for n, (pad, slot) in pairs if (pad and discard) or (not pad and slot in repro.scratch)]
+
+
 def check_output(repro, t, got, exact, model, before):
     case, name, read = repro.case, repro.names.get("output", "output"), repro.pad.read
     flat = (lambda x: x) if case.op == "prefill" else (lambda x: x.reshape(-1, *x.shape[-2:]))
     rows, starts, ours = flat(got), [0, *itertools.accumulate(case.tokens)], got is t.output.view
-    padded = [r for n, pad in enumerate(case.padded) if pad for r in range(starts[n], starts[n + 1])]
+    rows_of = lambda ns: [r for n in ns for r in range(starts[n], starts[n + 1])]
+    padded = rows_of(n for n, pad in enumerate(case.padded) if pad)
     for r in padded if read == "skip_untouched" and ours else ():  # the caller's buffer: poison where not written
         if not has_pattern(rows[r], "poison").all():
             raise Found("PoolCorruption", f"{name} token row {r} (a padded request's) changed; it must stay as given")
-    judged = [r for r in range(rows.shape[0]) if r not in padded or read not in ("slot0", "skip_untouched")]
+    skipped = set(rows_of(undefined(repro))) | (set(padded) if read in ("slot0", "skip_untouched") else set())
+    judged = [r for r in range(rows.shape[0]) if r not in skipped]
     if unwritten := [r for r in judged if ours and has_pattern(rows[r], "poison").any()]:
         raise Found("UnwrittenOutput", f"{name} token rows {unwritten} were not written")
     dtype = max(got.dtype, repro.output_dtype, key=lambda d: torch.finfo(d).eps)  # the coarser of two roundings
@@ -201,6 +213,9 @@ def check_pool(repro, t, got, exact, model, before):
     case, pad, name, view = repro.case, repro.pad, repro.names.get("pool", "pool"), t.pool.view
     padded_write = any(w < 0 if case.null < 0 else w <= 0 for w in case.write_slots or ())
     racing = {0} if pad.read == "slot0" and any(case.padded) or pad.write == "slot0" and padded_write else set()
+    racing |= set(repro.scratch)  # and what live requests starting from a scratch slot write: undefined
+    for n in (n for n in undefined(repro) if not case.padded[n]):
+        racing |= {(case.write_slots or case.read_slots)[n], *(case.token_slots[n] if case.token_slots else ())}
     slots = sorted(set(exact.written_slots) - racing)
     for s in sorted(set(range(case.pool)) - set(exact.written_slots) - racing):
         if not torch.equal(bits(view[s]), bits(exact.pool[s])):
@@ -216,8 +231,11 @@ def check_pool(repro, t, got, exact, model, before):
 
 def check_inter(repro, t, got, exact, model, before):
     name, view, before = repro.names.get("inter", "intermediate states"), t.inter.view, exact.intermediate
-    rows, steps = sorted(exact.written_rows), max(repro.case.tokens, default=0)
-    for r, first in [(r, 0) for r in range(view.shape[0]) if r not in rows] + [(r, steps) for r in rows]:
+    case, index = repro.case, repro.case.inter_index or range(repro.case.B)  # a request's row: explicit, else batch
+    skipped = {min(index[n], case.inter_rows - 1) for n in undefined(repro) if index[n] >= 0}  # undefined requests'
+    rows, steps = sorted(set(exact.written_rows) - skipped), max(case.tokens, default=0)
+    kept = [r for r in range(view.shape[0]) if r not in rows and r not in skipped]
+    for r, first in [(r, 0) for r in kept] + [(r, steps) for r in rows]:
         if not torch.equal(bits(view[r, first:]), bits(before[r, first:])):
             raise Found("PoolCorruption", f"{name}[{r}, {first}:] changed; only rows {rows}, steps < {steps} may")
     if has_pattern(view[rows, :steps], "poison").any():
