@@ -109,8 +109,8 @@ class Tap:
         return held[1]
 
     def wrap(self, name: str, fn):
-        # a glue object's method by its class: FlashInferGDNKernel.decode
-        qualified = f"{self.target.library_module or fn.__module__}.{fn.__qualname__ if inspect.ismethod(fn) else name}"
+        module = self.target.library_module or fn.__module__
+        qualified = f"{module}.{_owner(fn, module)}{name}"
         sig = signature(fn)
         order = tuple(sig.parameters) if sig else ()
 
@@ -120,6 +120,16 @@ class Tap:
             raise Captured(qualified)
 
         return recorded
+
+
+def _owner(fn, module: str) -> str:
+    """'FlashInferGDNKernel.' for a method of a class the library module defines (a glue object's: the script calls it
+    on the object as the engine does), '' for a function or the method of a stand-in for the module's functions."""
+    if inspect.ismethod(fn):
+        for cls in type(fn.__self__).__mro__:
+            if cls.__module__ == module:
+                return f"{cls.__name__}."
+    return ""
 
 
 class _Tapped:

@@ -56,6 +56,8 @@ def snippet(target: Target, case: Case) -> Snippet:
     if own is not None:
         return own(case)
     family, path = target.family.name, target.path
+    if why := getattr(target, "not_exportable", None):
+        raise NotExportable(why)
     if len(target.needs) > 1:
         raise NotExportable(
             f"{target.name} makes {len(target.needs)} library calls ({', '.join(target.needs)}): its script needs an "

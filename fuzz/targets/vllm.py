@@ -175,6 +175,12 @@ class VllmMtp(VllmTarget):
     gated RMSNorm on the same case (SigmoidNorm), whose states must agree with the port's too."""
 
     contracts = MTP_CONTRACTS
+    # what `gdn-fuzz export` says instead of a script (fuzz.export.snippets): the port's gated output is judged only
+    # against its partner's, which a one-call script does not run
+    not_exportable = (
+        "vllm-mtp is judged as a pair (the MTP port against sigmoid gating + RMSNorm): a script of one library call "
+        "cannot show it; replay its coordinate with gdn-fuzz probe --target vllm-mtp"
+    )
 
     def __init__(self):
         super().__init__("vllm-mtp", "vllm.mtp", MTP_SUPPORT, MTP)
