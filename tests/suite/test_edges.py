@@ -40,10 +40,10 @@ def test_the_summary_lists_edges_under_their_own_heading():
     assert text.index("OutputMismatch on t") > text.index("contract edge(s)")
 
 
-def _fuzz(tmp_path, *args):
+def _fuzz(tmp_path, *args, test="fuzz/test_decode.py"):
     report = tmp_path / "r.json"
     proc = pytest_run(
-        "fuzz/test_decode.py",
+        test,
         "--hypothesis-profile=ci",
         "-p",
         "tests.engine_edges",
@@ -68,4 +68,15 @@ def test_an_edge_finding_passes_the_test_and_is_listed_unless_edges_fail(tmp_pat
     assert all(f["key"].endswith(" | edge slot-zero") and f["case"].endswith("-edge_slot_zero") for f in found)
     assert "contract edge(s)" in proc.stdout and proc.stdout.count(EDGES["slot-zero"].contract) == 1
     proc, report = _fuzz(tmp_path, "--gdn-edges=fail")
+    assert proc.returncode == 1 and "edge_slot_zero" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_a_serving_sequence_passes_on_an_edge_finding_unless_edges_fail(tmp_path):
+    """The serving test failed on edge findings (the README's fuzz command went red on vLLM's accepted-count edges and
+    SGLang's empty extends): it now passes on them as the fuzz tests do, and --gdn-edges fail fails it."""
+    proc, report = _fuzz(tmp_path, test="fuzz/test_serving.py")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    found = report["failures"]
+    assert found and all(f["key"].endswith(" | edge slot-zero") for f in found), found
+    proc, report = _fuzz(tmp_path, "--gdn-edges=fail", test="fuzz/test_serving.py")
     assert proc.returncode == 1 and "edge_slot_zero" in proc.stdout, proc.stdout[-3000:]
