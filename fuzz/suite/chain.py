@@ -102,7 +102,7 @@ def chain_test():
             )
         except UnsupportedHere as e:  # the library does not support this device: unavailable, not a finding
             pytest.skip(session.unsupported_here(target, str(e)))
-        found = [(f, c) for f, c in found if options.edges == "fail" or not f.key.edge]  # edges: the summary's
+        found = [(f, c) for f, c in found if options.fails_test(f.key)]
         if found:
             lines = [f"{len(found)} distinct failure(s) of {target.name} in verify-commit chains:"]
             lines += [f"  {failure.kind}: {failure.message.splitlines()[0][:800]}" for failure, _ in found]

@@ -267,6 +267,11 @@ class Options:
     def shrink(self) -> bool:
         return not self.no_shrink
 
+    def fails_test(self, key) -> bool:
+        """Whether a distinct failure (its FailureKey) fails its test: a bug does; one on a contract edge only under
+        --gdn-edges fail (else the run summary lists it under its own heading)."""
+        return self.edges == "fail" or not key.edge
+
     @classmethod
     def read(cls, get: Callable, profile: Profile) -> Options:
         """The options pytest parsed (`get`: config.getoption) for a run of `profile`, checked: a ValueError in one

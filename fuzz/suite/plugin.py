@@ -278,7 +278,7 @@ def pytest_pyfunc_call(pyfuncitem):
         for record in found:
             record.corpus = str(save_failure(directory, target, record.failure, session.report.environment))
             session.new_corpus.append(record.corpus)
-    found = [r for r in found if session.options.edges == "fail" or not r.failure.key.edge]  # edges: the summary's
+    found = [r for r in found if session.options.fails_test(r.failure.key)]
     if not found:
         return True
     first = found[0].failure  # the FAILED line of pytest's short summary shows this one

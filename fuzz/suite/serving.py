@@ -194,7 +194,7 @@ def serving_test():
             )
         except UnsupportedHere as e:  # the library does not support this device: unavailable, not a finding
             pytest.skip(session.unsupported_here(target, str(e)))
-        found = [f for f in found if options.edges == "fail" or not f.record.failure.key.edge]  # edges: the summary's
+        found = [f for f in found if options.fails_test(f.record.failure.key)]
         if found:
             lines = [f"{len(found)} distinct failure(s) of {target.name} in serving sequences (kind x bucket x cause):"]
             for f in found:
