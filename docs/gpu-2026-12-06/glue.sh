@@ -11,8 +11,8 @@ else
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 R=/tmp/r && rm -rf $R && mkdir -p $R
-pack() { tar -C /tmp -cJf ${OUT:-/tmp/out}/results.tar.xz r; }
-( sleep $((LIMIT + 35)); pack ) &  # whatever is there by then comes back even if the run overruns
+pack() { local tmp=${OUT:-/tmp/out}/.results.$BASHPID; tar -C /tmp -cJf $tmp r && mv $tmp ${OUT:-/tmp/out}/results.tar.xz; }
+( while sleep 30; do pack; done ) & PACKER=$!  # results reach $OUT as they appear: a call cut at its limit keeps them
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU (dry run)"
   nproc; $PY -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, \
 'triton', triton.__version__, 'cuda', torch.cuda.is_available())"; } > $R/machine.txt 2>&1
@@ -25,5 +25,5 @@ timeout $LIMIT $PY -m pytest $TESTS -k "glue or vllm" --hypothesis-profile=$PROF
   --gdn-isolate --gdn-masks none --gdn-test-seconds $BOX --gdn-shrink-seconds $SHRINK --gdn-report $R/glue.json \
   --gdn-corpus-out $R/corpus -rfE > $R/glue.out 2>&1
 echo "exit $?" >> $R/glue.out
-pack
+kill $PACKER; pack
 tail -40 $R/glue.out
