@@ -46,17 +46,18 @@ def measure(got: torch.Tensor, exact: torch.Tensor, model: torch.Tensor) -> Meas
     for start in range(0, got.shape[0], rows):
         # float64 on the device the result lives on: no host copies
         g, e, m = (x[start : start + rows].detach().to(got.device, torch.float64) for x in (got, exact, model))
-        finite = torch.isfinite(e) & torch.isfinite(m) & (torch.maximum(e.abs(), m.abs()) <= limit)
+        finite = torch.isfinite(e) & torch.isfinite(m)
+        work = e.abs()  # the one float64 temporary of the block, reused below
+        finite &= torch.maximum(work, m.abs(), out=work) <= limit
         bad = finite & ~torch.isfinite(g)
         if bad.any():
             return Measured(_shifted(bad.nonzero()[0].tolist(), start))
-        zero = e.new_zeros(())
-        err = (g - e).abs().where(finite, zero)
-        top = float(err.max())
+        outside = ~finite
+        top = float(torch.sub(g, e, out=work).abs_().masked_fill_(outside, 0).max())
         if top > worst:  # strictly: the first index of the largest error, as argmax over the whole gives
-            worst, worst_at = top, _shifted(torch.unravel_index(err.argmax(), err.shape), start)
-        model_err = max(model_err, float((m - e).abs().where(finite, zero).max()))
-        scale = max(scale, float(e.abs().where(finite, zero).max()))
+            worst, worst_at = top, _shifted(torch.unravel_index(work.argmax(), work.shape), start)
+        model_err = max(model_err, float(torch.sub(m, e, out=work).abs_().masked_fill_(outside, 0).max()))
+        scale = max(scale, float(torch.abs(e, out=work).masked_fill_(outside, 0).max()))
     return Measured(None, worst, worst_at, model_err, scale)
 
 

@@ -10,10 +10,12 @@ from fuzz.model.guarded import CHUNK, GUARD_SLOTS, OFFSET_BITS, lead_rows
 from fuzz.model.tensors import named_slots
 
 F64 = 8  # the oracle and the verdict compute in float64
-# The verdict's copies of the largest buffer it compares, alive at once: in float64 got, exact, model, and the error
-# with its two temporaries (difference, absolute value), of one block of CHUNK elements (fuzz.judge.errors); in the
+# The verdict's copies of the largest buffer it compares, alive at once: in float64 got, exact, model, its one working
+# block and the model's magnitude beside it, and four boolean masks (judged, not judged and two transients), of one
+# block of CHUNK elements (fuzz.judge.errors); in the
 # buffer's dtype got, exact and model gathered for the judged slots or rows, and the bits of the poison check, whole.
-COMPARE_F64_COPIES = 6
+COMPARE_F64_COPIES = 5
+COMPARE_MASKS = 4
 COMPARE_OWN_COPIES = 4
 # Bytes per element of one filler block (materialize fills the pool, the verdict regenerates it to find changed
 # slots, CHUNK elements at a time): the int64 element index and the hash's int64 temporaries, the float32 value,
@@ -88,8 +90,9 @@ def _comparison(case: Case) -> int:
         (case.B * state, state, st),
         (rows, _steps(case) * state, st),
     )
+    per_block = COMPARE_F64_COPIES * F64 + COMPARE_MASKS
     return max(
-        min(n, max(row, CHUNK // max(row, 1) * row)) * COMPARE_F64_COPIES * F64 + n * COMPARE_OWN_COPIES * size
+        min(n, max(row, CHUNK // max(row, 1) * row)) * per_block + n * COMPARE_OWN_COPIES * size
         for n, row, size in judged
     )
 

@@ -14,7 +14,9 @@ builds each round's settings and seed, runs Hypothesis, and sorts what the run r
 
 Before its first round a test may check a fixed list of cases (`Plan.planned`: a fuzz test's threshold plan, cases on
 both sides of its release's dispatch thresholds), each recorded under the stage "plan", its failures shrunk outside
-Hypothesis and reported like the rounds' (`Plan.settle`), so a failure there is found in a test's first seconds.
+Hypothesis and reported like the rounds' (`Plan.settle`), so a failure there is found in a test's first seconds. The
+example database's stored failures come before the plan still: a test with a plan first runs a round that only
+replays them (`_replay`), as the first round of a test without one does.
 
 `TestRun` keeps the accounts every round reads: the time box, examples drawn and checked, first hits and hits per
 failure key, the keys reported, and the run report they go to. The time box (--gdn-test-seconds) bounds a test's wall
@@ -25,7 +27,9 @@ except to shrink a failure of the round for --gdn-shrink-seconds more.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
+import unittest
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -189,31 +193,16 @@ def run_rounds(test: TestRun, plan: Plan) -> list:
     test in its report. Returns what the plan found in the rounds' failures, in order."""
     # Hypothesis's pytest plugin gives each parametrized test its own database key the same way.
     (plan.body or plan.machine)._hypothesis_internal_add_digest = test.nodeid.encode()
-    found = _planned(test, plan)
+    base = plan.base or settings.default
+    found, replayed = [], 0
+    if plan.planned and base.database is not None and hypothesis.Phase.reuse in base.phases:
+        found, replayed = _replay(test, plan, base), 1
+    found += _planned(test, plan)
     while plan.examples - test.drawn > 0 and test.running(time.monotonic()):
-        drawn, base = test.drawn, plan.base or settings.default
-        ran = settings(
-            base,
-            max_examples=round_size(test, plan.examples - test.drawn, plan.first),
-            phases=phases(base, test, plan.shrink, plan.explain),
-            **({} if plan.machine is None else {"stateful_step_count": plan.steps}),
-        )
-        round_seed = None if plan.seed is None else plan.seed + test.rounds
-        test.new_round()
-        raised = []
-        try:
-            if plan.machine is None:  # settings outermost: @seed applied last would turn the example database off
-                ran(_seeded(given(data=st.data())(plan.body), round_seed))(**plan.args)
-            else:
-                run_state_machine_as_test(_seeded(plan.machine, round_seed), settings=ran)
-        except Exception as error:  # findings are sorted out here, anything else is re-raised
-            if not (raised := failures_in(error)):
-                raise
-        new: dict[FailureKey, Failure] = {}  # the first raise of each key no earlier round reported
-        for failure in raised:
-            if failure.key not in test.reported:
-                new.setdefault(failure.key, failure)
-        found += plan.found(list(new.values()), ran)
+        drawn = test.drawn
+        examples = round_size(test, plan.examples - test.drawn, plan.first)
+        round_seed = None if plan.seed is None else plan.seed + test.rounds - replayed
+        found += _round(test, plan, settings(base, max_examples=examples), round_seed)
         if test.drawn == drawn:  # a round that drew nothing new (its search space is exhausted)
             break
     if not test.running(time.monotonic()) and test.drawn < plan.examples:
@@ -221,6 +210,46 @@ def run_rounds(test: TestRun, plan: Plan) -> list:
     if test.report is not None:
         test.report.tests[test.nodeid] = test.summary()
     return found
+
+
+def _round(test: TestRun, plan: Plan, narrowed: settings, round_seed: int | None, replay: bool = False) -> list:
+    """One Hypothesis run of the plan under the base settings `narrowed` (its examples), in the phases of the test's
+    next round (only replaying ones where `replay`); what the plan made of the new distinct failures it raised."""
+    chosen = phases(narrowed, test, plan.shrink, plan.explain)
+    ran = settings(
+        narrowed,
+        phases=[p for p in chosen if not replay or p not in DRAWING],
+        **({} if plan.machine is None else {"stateful_step_count": plan.steps}),
+    )
+    test.new_round()
+    raised = []
+    try:
+        if plan.machine is None:  # settings outermost: @seed applied last would turn the example database off
+            ran(_seeded(given(data=st.data())(plan.body), round_seed))(**plan.args)
+        else:
+            run_state_machine_as_test(_seeded(plan.machine, round_seed), settings=ran)
+    except unittest.SkipTest:  # Hypothesis ran no example: only where the replay found nothing stored
+        if not replay:
+            raise
+    except Exception as error:  # findings are sorted out here, anything else is re-raised
+        if not (raised := failures_in(error)):
+            raise
+    new: dict[FailureKey, Failure] = {}  # the first raise of each key no earlier round reported
+    for failure in raised:
+        if failure.key not in test.reported:
+            new.setdefault(failure.key, failure)
+    return plan.found(list(new.values()), ran)
+
+
+DRAWING = (hypothesis.Phase.generate, hypothesis.Phase.target)
+
+
+def _replay(test: TestRun, plan: Plan, base: settings) -> list:
+    """A round that only replays what the example database holds for the test (shrinking what still fails), before
+    the planned cases: a stored failure is checked first, as in a test without a plan. It replays as many stored cases
+    as the first round would have (Hypothesis's tenth of the round's examples, at least 2) and draws nothing."""
+    first = round_size(test, plan.examples, plan.first)
+    return _round(test, plan, settings(base, max_examples=max(2, math.ceil(first / 10))), None, replay=True)
 
 
 def _planned(test: TestRun, plan: Plan) -> list:
