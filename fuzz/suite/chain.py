@@ -108,7 +108,7 @@ def chain_test():
             lines += [f"  {failure.kind}: {failure.message.splitlines()[0][:800]}" for failure, _ in found]
             pytest.fail("\n".join(lines), pytrace=False)
 
-    test_chain.gdn_serving = True
+    test_chain.gdn_serving, test_chain.gdn_op = True, OP
     test_chain.gdn_accepts = chain_target
     return test_chain
 

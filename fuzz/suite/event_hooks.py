@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz.suite.serving import OP as SERVING
 from fuzz.suite.session import FuzzSession
 from fuzz.targets.base import Target
 
@@ -26,7 +25,7 @@ class TestEvents:
     def pytest_runtest_protocol(self, item: pytest.Item) -> None:
         target = getattr(getattr(item, "callspec", None), "params", {}).get("target")
         fn = getattr(item, "obj", None)
-        op = spec.op if (spec := getattr(fn, "gdn", None)) else SERVING if getattr(fn, "gdn_serving", False) else ""
+        op = spec.op if (spec := getattr(fn, "gdn", None)) else getattr(fn, "gdn_op", "")  # or serving, chain
         fuzzed = isinstance(target, Target)
         self.session.events.emit(
             "start", test=item.nodeid, target=target.name if fuzzed else "", op=op if fuzzed else ""

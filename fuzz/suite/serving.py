@@ -203,7 +203,7 @@ def serving_test():
                 lines += [f"    {line}" for note in failure.notes for line in note.splitlines()[:12]]
             pytest.fail("\n".join(lines), pytrace=False)
 
-    test_serving.gdn_serving = True
+    test_serving.gdn_serving, test_serving.gdn_op = True, OP
     return test_serving
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
-import importlib.metadata
-import importlib.util
 import json
 import os
 import re
@@ -38,7 +36,7 @@ import pytest
 import torch
 
 from fuzz.cli.export import main as export_main
-from fuzz.export import embed, shake
+from fuzz.export import embed, release, shake
 from fuzz.export.embedded import EmbeddedModules
 from fuzz.export.script import MARKER, export, export_script
 from fuzz.generate.materialize import materialize
@@ -161,20 +159,13 @@ BUILDS = [
 CPU_FAMILIES = {"fla": "fla-core", "sglang": "sglang"}  # the Triton families, which run on a CPU interpreted
 
 
-def _installed(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def _cpu_corpus() -> list:
     """Every corpus entry as it runs here: a Triton family's against the installed release (skipped, with the reason,
     where another is installed), FlashInfer's through its CPU stand-in."""
     params = []
     for entry in corpus.load_all():
         dist = CPU_FAMILIES.get(entry.library)
-        version = _installed(dist) if dist else None
+        version = release.installed(dist) if dist else None
         reason = (
             f"{dist} is not installed"
             if dist and version is None
@@ -566,7 +557,7 @@ def test_a_missing_package_is_not_run_with_its_pip_line(sglang_script, tmp_path,
     one line naming the package and the release to install; never a traceback, never exit 1."""
     proc = run_fresh(sglang_script, env=fresh_env(tmp_path, missing))
     version = corpus.load(SGLANG_ENTRY).versions if dist == "sglang" else None
-    pin = str(version).removeprefix("==") if version else _installed(dist).split("+")[0]
+    pin = str(version).removeprefix("==") if version else release.installed(dist).split("+")[0]
     assert proc.returncode == 2 and verdict(proc.stdout + proc.stderr) == (
         f"NOT RUN: needs {dist} (pip install '{dist}=={pin}')"
     )
@@ -652,18 +643,19 @@ def test_corpus_script_is_small_and_opens_with_the_call(corpus_exports, name):
 
 
 # ---- the issue body -----------------------------------------------------------------------------------------------
-@pytest.mark.skipif(importlib.util.find_spec("flashinfer") is not None, reason="FlashInfer is installed here")
 def test_issue_body_pins_the_release_the_finding_holds_for(tmp_path, capsys):
-    """The README's example, where FlashInfer is not installed: the body installs the newest release in the entry's
-    range that its known bug was seen on (0.7.4 fixed it), lists that release in the environment, and speaks the
-    library's words (no gdn-fuzz jargon, no third-party warning)."""
+    """The README's example: whatever FlashInfer is installed here (none in CI, 0.7.4 on a GPU host), the body installs
+    the newest release in the entry's range that its known bug was seen on (0.7.4 fixed it), lists that release in
+    the environment beside what this machine has, and speaks the library's words (no gdn-fuzz jargon, no third-party
+    warning)."""
     entry, bug = corpus.load(FLASHINFER_ENTRY), BY_ID[corpus.load(FLASHINFER_ENTRY).bug]
     script, body = tmp_path / "repro.py", tmp_path / "issue.md"
     assert export_main([str(entry.path), "-o", str(script), "--issue", str(body)]) == 0
     text = body.read_text()
     assert bug.seen_on == ("0.7.2.post1",) and "0.7.2.post1" in entry.versions
     assert "```sh\npip install torch 'flashinfer-python==0.7.2.post1'\npython repro.py\n```" in text
-    assert "| flashinfer-python | 0.7.2.post1 | not installed |" in text
+    here = release.installed("flashinfer-python") or "not installed"
+    assert f"| flashinfer-python | 0.7.2.post1 | {here} |" in text
     assert text.startswith("# [flashinfer-python 0.7.2.post1] gated_delta_rule_decode_pretranspose: ")
     assert bug.root_cause.rstrip(".") in text and "0.7.4 fixes it" in text
     prose = text[: text.index("<details>")]
@@ -675,7 +667,7 @@ def test_issue_body_pins_the_release_the_finding_holds_for(tmp_path, capsys):
 
 def test_issue_body_from_a_reproduced_corpus_entry(tmp_path, capsys):
     entry = corpus.load(SGLANG_ENTRY)
-    installed = _installed("sglang")  # pinned by constraints-cpu.txt: a mismatch is ours to fix
+    installed = release.installed("sglang")  # pinned by constraints-cpu.txt: a mismatch is ours to fix
     assert installed in entry.versions, f"{entry.path.name} holds for sglang {entry.versions}, {installed} is installed"
     script, body = tmp_path / "repro.py", tmp_path / "issue.md"
     assert export_main([str(entry.path), "-o", str(script), "--issue", str(body)]) == 0
@@ -770,10 +762,7 @@ def _gpu_corpus() -> list:
     for entry in corpus.load_all():
         if entry.library != "flashinfer":
             continue
-        try:
-            version = importlib.metadata.version("flashinfer-python")
-        except importlib.metadata.PackageNotFoundError:
-            version = None
+        version = release.installed("flashinfer-python")
         reason = (
             "no CUDA GPU here"
             if not torch.cuda.is_available()

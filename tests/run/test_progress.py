@@ -26,13 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 DECODE = "fuzz/test_decode.py::test_decode"
 
 
-def fuzz_run(*args) -> subprocess.CompletedProcess:
+def fuzz_run(*args, tests: str = "fuzz/test_decode.py") -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "pytest",
-            "fuzz/test_decode.py",
+            tests,
             "--hypothesis-profile=ci",
             "-q",
             "-p",
@@ -76,6 +76,21 @@ def test_an_event_file_records_the_start_counts_and_finish_of_a_fuzz_run(tmp_pat
         "done",
     )
     assert finish.seconds > 0
+
+
+def test_a_chain_test_starts_under_its_own_operation(tmp_path):
+    """A verify -> commit chain is labelled a chain in the events (and so in campaign and gate progress), not a
+    serving sequence."""
+    base = tmp_path / "run-events.jsonl"
+    proc = fuzz_run("-k", "sglang-glue-fi-sm90", "--gdn-examples=1", f"--gdn-events={base}", tests="fuzz/test_chain.py")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [(_, written)] = read(base).items()
+    start = next(e for e in written if e.kind == "start")
+    assert (start.test, start.target, start.op) == (
+        "fuzz/test_chain.py::test_chain[sglang-glue-fi-sm90]",
+        "sglang-glue-fi-sm90",
+        "chain",
+    )
 
 
 def test_each_xdist_worker_writes_its_own_event_file(tmp_path):
