@@ -144,9 +144,6 @@ class RunRow:
         """It ran nothing, broke, or was cut off without a report."""
         return self.exit not in (0, 1) or not self.examples
 
-    def version(self, target: str) -> str | None:
-        return row.version if (row := self.targets.get(target)) else None
-
 
 def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
     """The campaign's tables, from the runs of its summary.json; `stored`: the settings are the summary's own (else
@@ -195,7 +192,7 @@ def markdown(runs: list[dict], settings: Settings, stored: bool = True) -> str:
             case = f.failure.case
             lines.append(
                 f"| {i} | {f.failure.kind} | {f.target} {case.op} | `{case!r}` | {hit} | {f.hits or '-'} | "
-                f"{_note(f, r.version(f.target))} |"
+                f"{_note(f, r.targets.get(f.target))} |"
             )
         if not r.failures:
             lines.append("| - | none | | | | | |")
@@ -221,7 +218,7 @@ def _database(own: bool | None) -> str:
     return "" if own is None else "; its own example database" if own else "; no example database of its own"
 
 
-def _note(f: FailureRow, version: str | None) -> str:
+def _note(f: FailureRow, row: TargetRow | None) -> str:
     """The triage column: an adapter error (ours), else the known bugs that explain the finding or NEW; then whether
     the shrink finished, and the library's first line (a KernelCrash: which call crashed, its attribution)."""
     first = " ".join(_ANSI.sub("", f.failure.detail).split())[:160]  # the DSL's error text starts on its second line
@@ -231,16 +228,23 @@ def _note(f: FailureRow, version: str | None) -> str:
         return f"ADAPTER ERROR (ours) {first}"
     if f.edge:
         return f"CONTRACT EDGE {f.edge} ({EDGES[f.edge].contract}): {first}"
-    known = triage.verdict(_explaining(f, version))
+    known = triage.verdict(_explaining(f, row))
     return f"{known}{'' if f.minimal else '; not minimal (shrink cut off)'}: {first}"
 
 
-def _explaining(f: FailureRow, version: str | None) -> tuple:
-    """The known bugs that explain a failure of the summary (fuzz.targets.triage.explaining), by its cause."""
+def _explaining(f: FailureRow, row: TargetRow | None) -> tuple:
+    """The known bugs that explain a failure of the summary (fuzz.targets.triage.explaining), by its cause: the
+    target's own at the release its run reported, and those of a library it calls beneath (TargetRow.beneath: SGLang's
+    FlashInfer glue over the installed FlashInfer)."""
     from fuzz.targets.registry import TARGETS
 
     path = next(t.path for t in TARGETS if t.name == f.target)
-    return triage.explaining(f.failure.kind, f.cause, (*f.failure.before, f.failure.case), path, version)
+    releases = [(path, row.version if row else None)]
+    if row and (under := row.beneath.get(f.failure.case.op)):
+        releases.append(under)
+    calls = (*f.failure.before, f.failure.case)
+    found = {b.id: b for p, v in releases for b in triage.explaining(f.failure.kind, f.cause, calls, p, v)}
+    return tuple(found.values())
 
 
 def by_bug(r: RunRow) -> list[str]:
@@ -253,7 +257,7 @@ def by_bug(r: RunRow) -> list[str]:
         if f.adapter_error or f.edge:
             groups["ADAPTER ERROR (ours)" if f.adapter_error else f"CONTRACT EDGE {f.edge}"].append(f)
             continue
-        groups[" + ".join(b.id for b in _explaining(f, r.version(f.target))) or "NEW"].append(f)
+        groups[" + ".join(b.id for b in _explaining(f, r.targets.get(f.target))) or "NEW"].append(f)
     if not groups:
         return []
     earliest = lambda fs: min((f.record for f in fs if f.record), key=lambda r: r.first_hit_seconds, default=None)

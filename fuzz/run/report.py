@@ -288,6 +288,9 @@ class TargetRow:
     large_off: Mapping[str, str] = field(default_factory=dict, hash=False)
     examples: Mapping[str, int] = field(default_factory=dict, hash=False)
     distinct: Mapping[str, int] = field(default_factory=dict, hash=False)
+    # per operation, what its library calls beneath it (Target.beneath): (the semantics path that library's known bugs
+    # are recorded on, its release), which triage reads besides `version`
+    beneath: Mapping[str, tuple[str, str]] = field(default_factory=dict, hash=False)
 
     def to_json(self) -> dict:
         return {
@@ -298,6 +301,7 @@ class TargetRow:
             **({"large_off": dict(self.large_off)} if self.large_off else {}),
             "examples": dict(self.examples),
             "distinct": dict(self.distinct),
+            **({"beneath": {op: list(under) for op, under in self.beneath.items()}} if self.beneath else {}),
         }
 
     @classmethod
@@ -310,6 +314,7 @@ class TargetRow:
             d.get("large_off", {}),
             d.get("examples", {}),
             d.get("distinct", {}),
+            {op: tuple(under) for op, under in d.get("beneath", {}).items()},
         )
 
 

@@ -84,6 +84,7 @@ class FuzzSession:
                 unavailable=self.unavailable[target.name],
                 origin=_origin(target, self.budget.device),
                 version=None if self.unavailable[target.name] else target.family.version(),
+                beneath={} if self.unavailable[target.name] else target.beneath(self.budget.device),
                 ops_off={
                     op: why
                     for op in sorted(target.support.ops)

@@ -192,6 +192,12 @@ class Target:
         contract all follow it."""
         return self.family.version()
 
+    def beneath(self, profile_device: str) -> dict[str, tuple[str, str]]:
+        """What the target's library calls beneath it under a profile on this device, per operation: (the semantics
+        path that library's known bugs are recorded on, its release). Triage names those bugs too (the run report's
+        TargetRow.beneath). None here: a target calls its library directly."""
+        return {}
+
     def known_bugs(self, policy: str = "release") -> tuple[KnownBug, ...]:
         """The known bugs whose masks apply here under a mask policy (fuzz.model.known_bugs)."""
         return known_bugs(self.path, self.release(), policy)

@@ -45,6 +45,7 @@ from types import SimpleNamespace
 import torch
 
 from fuzz.model.case import Case
+from fuzz.model.known_bugs import FI_BF16, FI_MTP, FI_PRETRANSPOSE
 from fuzz.model.support import Support
 from fuzz.model.tensors import Tensors
 from fuzz.targets.api import AdapterError
@@ -53,6 +54,12 @@ from fuzz.targets.flashinfer_contract import HEAD_128
 from fuzz.targets.triton_common import TritonTarget, interpreted, sm, triton_where
 
 FLASHINFER, TRITON = "FlashInferGDNKernel", "TritonGDNKernel"
+# The FlashInfer kernel the glue calls for each operation on each arch, as the semantics path FlashInfer's known bugs
+# are recorded on (shared/research/serving-glue.md §1.2): SM90 decodes the gathered fp32 slots through the fp32
+# pretranspose kernel (gdn_flashinfer.py:461-475) and verifies through the fp32 MTP kernel; SM100 decodes its bf16
+# pool through the pool API, which runs the bf16 kernel, and verifies through the internal bf16 MTP (l.231-263).
+# Extend runs FlashInfer's chunked prefill, on which no record is kept.
+BENEATH = {9: {"decode": FI_PRETRANSPOSE, "verify": FI_MTP}, 10: {"decode": FI_BF16, "verify": FI_BF16}}
 ALIGNMENT = 32  # gdn_flashinfer._FLASHINFER_GDN_ALIGNMENT: a mutable buffer off it sends the call to Triton
 
 
@@ -113,6 +120,17 @@ class GlueTarget(TritonTarget):
             return f"real FlashInfer {installed_version('flashinfer-python')} on {sm()}"
         except Unavailable:  # not installed: the target is unavailable, its reason says so
             return None
+
+    def beneath(self, profile_device: str) -> dict[str, tuple[str, str]]:
+        """On a GPU the FlashInfer glue runs the installed FlashInfer: per operation the path it calls there
+        (BENEATH) at that release. Its CPU stand-in reports no release: no record holds for it."""
+        if self.arch is None or profile_device == "cpu":
+            return {}
+        try:
+            release = installed_version("flashinfer-python")
+        except Unavailable:  # not installed: the target is unavailable
+            return {}
+        return {op: (path, release) for op, path in BENEATH[self.arch].items() if op in self.support.ops}
 
     def kernel(self, device: str):
         """The glue object for this device, built once per loaded API (a server keeps one per backend)."""

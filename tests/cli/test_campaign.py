@@ -378,3 +378,42 @@ def test_an_out_that_is_a_file_is_one_line_before_any_work(tmp_path, capsys):
         campaign.main(["fla-", "--profile", "ci", "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and err[-1].startswith(f"gdn-fuzz campaign: error: --out {out}: a file"), err
+
+
+def test_a_glue_finding_is_triaged_by_the_flashinfer_release_beneath_it():
+    """SGLang's FlashInfer glue on a GPU runs the installed FlashInfer: a finding that FlashInfer's known bug explains
+    (size1-layout holds for 0.7.4 and masks B = 1 at H = 1) is labelled with it by the release the run recorded beneath
+    the glue (TargetRow.beneath); a run that recorded none (the CPU stand-in) leaves it NEW."""
+    size1 = "decode-B1-T1-H1-HV1-K128-V128-pool2-pad0-fp32state-bf16in-i32-vk-decay_mild-seed0-slots[1]"
+    crash = {
+        **hit(size1, 1.0, 3, "RuntimeError: Can't deduce the leading dimension"),
+        "kind": "KernelCrash",
+        "target": "sglang-glue-fi-sm90",
+        "key": "KernelCrash | sglang-glue-fi-sm90:decode | Can't deduce the leading dimension",
+    }
+    under = {"decode": ["flashinfer.pretranspose.fp32", "0.7.4"], "verify": ["flashinfer.mtp.fp32", "0.7.4"]}
+    glue = {"version": "0.5.23", "beneath": under}
+    row = {**ROW, "family": "sglang-glue-", "failures": [crash], "targets": {"sglang-glue-fi-sm90": glue}}
+    args = campaign_tables.Settings("ci", 5, "none", "1")
+    lines = campaign_tables.markdown([row], args).splitlines()
+    assert any(line.startswith("| size1-layout | 1 | KernelCrash | sglang-glue-fi-sm90 |") for line in lines), lines
+    assert any("| known: size1-layout: RuntimeError" in line for line in lines), lines
+    alone = {**row, "targets": {"sglang-glue-fi-sm90": {"version": "0.5.23"}}}
+    assert any(line.startswith("| NEW | 1 |") for line in campaign_tables.markdown([alone], args).splitlines())
+
+
+def test_the_flashinfer_glue_reports_the_flashinfer_beneath_it_on_a_gpu_only(monkeypatch):
+    """Target.beneath: the paths SGLang's FlashInfer glue calls on its arch at the installed FlashInfer's release on a
+    GPU; nothing on the CPU stand-in (it reports no release) or for the Triton glue."""
+    from fuzz.targets import sglang_glue
+    from fuzz.targets.registry import TARGETS
+
+    monkeypatch.setattr(sglang_glue, "installed_version", lambda dist: {"flashinfer-python": "0.7.4"}[dist])
+    named = {t.name: t for t in TARGETS}
+    sm90, sm100, triton = (named[n] for n in ("sglang-glue-fi-sm90", "sglang-glue-fi-sm100", "sglang-glue-triton"))
+    assert sm90.beneath("cuda") == {
+        "decode": ("flashinfer.pretranspose.fp32", "0.7.4"),
+        "verify": ("flashinfer.mtp.fp32", "0.7.4"),
+    }  # extend's chunked prefill: no record kept
+    assert sm100.beneath("cuda") == {"decode": ("flashinfer.bf16", "0.7.4"), "verify": ("flashinfer.bf16", "0.7.4")}
+    assert sm90.beneath("cpu") == triton.beneath("cuda") == {}
