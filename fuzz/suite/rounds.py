@@ -63,7 +63,8 @@ class TestRun:
     drawn: int = 0  # examples drawn in generation (cached or checked; not shrink steps): the examples budget
     checked: int = 0  # of them, checked (not cached), and the planned cases checked before them
     seconds_checking: float = 0.0
-    rounds: int = 0
+    rounds: int = 0  # Hypothesis runs that drew (generation rounds)
+    replayed: bool = False  # a round that only replayed the example database ran first (`_replay`)
     boxed: bool = False  # the time box (or the profile's bound) stopped it
     shrink_seconds: float = 120.0
     cap: float | None = None  # the profile's bound, where no time box is given (monotonic)
@@ -129,8 +130,12 @@ class TestRun:
             self.round_failed_at = time.monotonic()
         return True
 
-    def new_round(self) -> None:
-        self.rounds += 1
+    def new_round(self, replay: bool = False) -> None:
+        """A Hypothesis run starts: a generation round, or (`replay`) the replay of the example database."""
+        if replay:
+            self.replayed = True
+        else:
+            self.rounds += 1
         self.round_failed_at = None
 
     def failure_record(self, failure: Failure, minimal: bool, reproduced: bool | None = None) -> FailureRecord:
@@ -194,14 +199,14 @@ def run_rounds(test: TestRun, plan: Plan) -> list:
     # Hypothesis's pytest plugin gives each parametrized test its own database key the same way.
     (plan.body or plan.machine)._hypothesis_internal_add_digest = test.nodeid.encode()
     base = plan.base or settings.default
-    found, replayed = [], 0
+    found = []
     if plan.planned and base.database is not None and hypothesis.Phase.reuse in base.phases:
-        found, replayed = _replay(test, plan, base), 1
+        found = _replay(test, plan, base)
     found += _planned(test, plan)
     while plan.examples - test.drawn > 0 and test.running(time.monotonic()):
         drawn = test.drawn
         examples = round_size(test, plan.examples - test.drawn, plan.first)
-        round_seed = None if plan.seed is None else plan.seed + test.rounds - replayed
+        round_seed = None if plan.seed is None else plan.seed + test.rounds
         found += _round(test, plan, settings(base, max_examples=examples), round_seed)
         if test.drawn == drawn:  # a round that drew nothing new (its search space is exhausted)
             break
@@ -221,7 +226,7 @@ def _round(test: TestRun, plan: Plan, narrowed: settings, round_seed: int | None
         phases=[p for p in chosen if not replay or p not in DRAWING],
         **({} if plan.machine is None else {"stateful_step_count": plan.steps}),
     )
-    test.new_round()
+    test.new_round(replay)
     raised = []
     try:
         if plan.machine is None:  # settings outermost: @seed applied last would turn the example database off
@@ -298,13 +303,14 @@ def seed_of(nodeid: str, profile: str) -> int:
 
 
 def phases(base: settings, test: TestRun, shrink: bool, explain: bool = True) -> list:
-    """The phases of the test's next round: the explicit examples and the database's in its first round only,
-    shrinking unless turned off (--gdn-no-shrink), the explain phase unless `explain` is False."""
+    """The phases of the test's next round: the explicit examples and the database's in its first Hypothesis run
+    only (a replay round's, else the first round's), shrinking unless turned off (--gdn-no-shrink), the explain phase
+    unless `explain` is False."""
     replayed = (hypothesis.Phase.explicit, hypothesis.Phase.reuse)
     return [
         p
         for p in base.phases
-        if (test.rounds == 0 or p not in replayed)
+        if (test.rounds == 0 and not test.replayed or p not in replayed)
         and (explain or p is not hypothesis.Phase.explain)
         and (shrink or p is not hypothesis.Phase.shrink)
     ]
