@@ -92,8 +92,8 @@ class ServingTest(TestRun):
         self.last[failure.key] = (failure, steps, reproduced)
         return True
 
-    def new_round(self) -> None:
-        super().new_round()
+    def new_round(self, replay: bool = False) -> None:
+        super().new_round(replay)
         self.last = {}
 
     def summary(self) -> FinishedTest:
